@@ -1,0 +1,76 @@
+// Command hotlane is a sched_ext scheduler with a high-priority lane for
+// latency-critical tasks, plus the tracer, probes, workloads and VM runner
+// that prove what it does. Each subcommand lives in its own file and only
+// wires flags to the packages that do the work.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hotlane/hotlane/vm"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the check ran and failed (bound violated, requirement missing)
+	exitError = 2 // bad input or an error that prevented the check
+)
+
+// command is one hotlane subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"doctor", "report what this kernel supports (BTF, sched_ext, kfuncs, hooks, privileges)", runDoctor},
+		{"vm", "boot a sched_ext kernel under qemu and run a hotlane command inside it", runVM},
+	}
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "hotlane: a sched_ext scheduler with a high-priority lane for latency-critical tasks\n\n")
+	fmt.Fprintf(os.Stderr, "Usage: hotlane COMMAND [flags]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(os.Stderr, "\nRun 'hotlane COMMAND -h' for the flags of one command.\n")
+}
+
+func main() {
+	// Inside the test VM this binary is /init: set the machine up, run the
+	// requested command and power off.
+	if os.Getpid() == 1 {
+		vm.GuestInit()
+		return
+	}
+	os.Exit(dispatch(os.Args[1:]))
+}
+
+func dispatch(args []string) int {
+	if len(args) == 0 {
+		usage()
+		return exitError
+	}
+	name := args[0]
+	if name == "-h" || name == "--help" || name == "help" {
+		usage()
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return c.run(ctx, args[1:])
+		}
+	}
+	fmt.Fprintf(os.Stderr, "hotlane: unknown command %q; run 'hotlane --help' for the list\n", name)
+	return exitError
+}

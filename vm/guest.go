@@ -1,0 +1,7 @@
+package vm
+
+// GuestInit is the entry point when the hotlane binary runs as /init inside
+// the VM. It never returns.
+func GuestInit() {
+	panic("TODO")
+}
