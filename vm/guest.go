@@ -1,7 +1,199 @@
 package vm
 
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Paths and markers shared by the host side and the guest's /init.
+const (
+	guestConfigPath = "/hotlane/guest.json"
+	// GuestResultsDir is where a guest command leaves files for the host;
+	// the runner copies the directory back after the command exits. The
+	// command also finds it in $HOTLANE_RESULTS.
+	GuestResultsDir = "/results"
+	// EnvInGuest is set to "1" for commands run by the guest's /init, so
+	// VM-only tests know where they run.
+	EnvInGuest = "HOTLANE_IN_VM"
+
+	bootMarker   = "hotlane-init: running"
+	resultHeader = "HOTLANE-RESULT v1"
+)
+
+// guestConfig is what the host asks /init to do.
+type guestConfig struct {
+	Args []string `json:"args"`
+	Env  []string `json:"env,omitempty"`
+}
+
+// InGuest reports whether this process was started by the VM runner's
+// /init.
+func InGuest() bool { return os.Getenv(EnvInGuest) == "1" }
+
 // GuestInit is the entry point when the hotlane binary runs as /init inside
-// the VM. It never returns.
+// the VM: mount the pseudo file systems, run the command the host asked
+// for, send its exit code and results back over the second serial port and
+// power off. It never returns: if pid 1 exited the kernel would panic.
 func GuestInit() {
-	panic("TODO")
+	code := -1
+	if err := guestMain(&code); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane-init: %v\n", err)
+	}
+	unix.Sync()
+	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane-init: power off: %v\n", err)
+	}
+	select {}
+}
+
+func guestMain(code *int) error {
+	if err := mountPseudoFS(); err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(guestConfigPath)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", guestConfigPath, err)
+	}
+	var cfg guestConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("parse %s: %w", guestConfigPath, err)
+	}
+	if len(cfg.Args) == 0 {
+		return errors.New("no command to run")
+	}
+	results, err := openResultPort()
+	if err != nil {
+		return err
+	}
+	defer results.Close()
+
+	fmt.Printf("%s %s\n", bootMarker, strings.Join(cfg.Args, " "))
+	cmd := exec.Command(cfg.Args[0], cfg.Args[1:]...)
+	cmd.Stdin = nil
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stderr
+	cmd.Dir = "/"
+	cmd.Env = append([]string{
+		"PATH=/usr/bin:/usr/sbin:/bin:/sbin",
+		"HOME=/tmp",
+		EnvInGuest + "=1",
+		"HOTLANE_RESULTS=" + GuestResultsDir,
+	}, cfg.Env...)
+	runErr := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case runErr == nil:
+		*code = 0
+	case errors.As(runErr, &exitErr):
+		*code = exitErr.ExitCode()
+		if ws, ok := exitErr.Sys().(interface{ Signaled() bool }); ok && ws.Signaled() {
+			fmt.Fprintf(os.Stderr, "hotlane-init: %s: %v\n", cfg.Args[0], runErr)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "hotlane-init: %v\n", runErr)
+		*code = 127
+	}
+	return sendResults(results, *code, GuestResultsDir)
+}
+
+func mountPseudoFS() error {
+	mounts := []struct {
+		fstype, target string
+		flags          uintptr
+	}{
+		{"proc", "/proc", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+		{"sysfs", "/sys", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+		{"devtmpfs", "/dev", unix.MS_NOSUID},
+		{"tmpfs", "/tmp", unix.MS_NOSUID | unix.MS_NODEV},
+		{"tmpfs", "/run", unix.MS_NOSUID | unix.MS_NODEV},
+		{"tracefs", "/sys/kernel/tracing", 0},
+		{"debugfs", "/sys/kernel/debug", 0},
+		{"bpf", "/sys/fs/bpf", 0},
+		{"cgroup2", "/sys/fs/cgroup", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+	}
+	for _, m := range mounts {
+		if err := os.MkdirAll(m.target, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(m.fstype, m.target, m.fstype, m.flags, ""); err != nil {
+			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.target, err)
+		}
+	}
+	return os.MkdirAll(GuestResultsDir, 0o755)
+}
+
+// openResultPort opens the second serial port in raw mode, so results
+// pass byte for byte (no newline translation, no echo).
+func openResultPort() (*os.File, error) {
+	f, err := os.OpenFile("/dev/ttyS1", os.O_WRONLY|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open result port: %w", err)
+	}
+	t, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("result port termios: %w", err)
+	}
+	// cfmakeraw
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	if err := unix.IoctlSetTermios(int(f.Fd()), unix.TCSETS, t); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("result port raw mode: %w", err)
+	}
+	return f, nil
+}
+
+// sendResults writes the exit code and a tar of dir, framed so the host can
+// tell a complete result from a guest that died mid-way.
+func sendResults(w io.Writer, code int, dir string) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: int64(len(data)), ModTime: time.Now()}); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("collect results: %w", err)
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "\n%s exit=%d size=%d\n", resultHeader, code, buf.Len()); err != nil {
+		return err
+	}
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	// tcdrain: the data must reach the host before power-off.
+	if f, ok := w.(*os.File); ok {
+		unix.IoctlSetInt(int(f.Fd()), unix.TCSBRK, 1)
+	}
+	return nil
 }

@@ -1,5 +1,117 @@
 package main
 
-import "context"
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
 
-func runVM(ctx context.Context, args []string) int { return exitError }
+	"github.com/hotlane/hotlane/vm"
+)
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func runVM(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("vm", flag.ContinueOnError)
+	kernel := fs.String("kernel", "", "kernel to boot: a vmlinuz path, a Debian suite (newest cloud kernel of it, e.g. sid), or SUITE/PACKAGE (default "+vm.DefaultKernel+")")
+	cacheDir := fs.String("cache", vm.DefaultCacheDir(), "where kernels, apt state and the scx_simple build are kept")
+	timeout := fs.Duration("timeout", 5*time.Minute, "kill the guest after this long")
+	memory := fs.String("memory", "2G", "guest memory (qemu -m)")
+	cpus := fs.Int("cpus", 2, "guest CPUs")
+	results := fs.String("results", "", "copy the files the guest leaves in /results here (default: a new temporary directory)")
+	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple")
+	printVmlinux := fs.Bool("print-vmlinux", false, "fetch the kernel, print the path of its uncompressed vmlinux (with BTF) and exit")
+	quiet := fs.Bool("q", false, "do not stream the guest console; print it only if the run fails")
+	var add listFlag
+	fs.Var(&add, "add", "add a host file (and, for a program, its shared libraries) to the guest as HOST[:GUEST] (repeatable; GUEST defaults to HOST)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: hotlane vm [flags] -- COMMAND [ARGS...]
+
+Boots a sched_ext-capable kernel under qemu (TCG) with an initramfs whose
+/init is this hotlane binary, runs COMMAND inside and exits with its exit
+code. COMMAND is a hotlane subcommand (e.g. "doctor") or an absolute path
+of a file added with --add. Kernels are fetched with apt into the cache on
+first use; the host's apt configuration is not touched.
+
+Examples:
+  hotlane vm -- doctor
+  hotlane vm --kernel sid -- doctor --require sched_ext
+  hotlane vm --scx-simple --add ./sched.test:/sched.test -- /sched.test -test.v
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitError
+	}
+
+	k, err := vm.ResolveKernel(ctx, *cacheDir, *kernel, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
+		return exitError
+	}
+	if *printVmlinux {
+		if k.Vmlinux == "" {
+			fmt.Fprintf(os.Stderr, "hotlane vm: no vmlinux could be extracted from %s\n", k.Vmlinuz)
+			return exitError
+		}
+		fmt.Println(k.Vmlinux)
+		return exitOK
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "hotlane vm: no command given; e.g. 'hotlane vm -- doctor'")
+		return exitError
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
+		return exitError
+	}
+	cfg := vm.Config{
+		Kernel: k, Init: self, Args: fs.Args(),
+		Memory: *memory, CPUs: *cpus, Timeout: *timeout,
+		ResultsDir:  *results,
+		Files:       map[string]string{},
+		Executables: map[string]string{},
+	}
+	for _, a := range add {
+		host, guest, ok := strings.Cut(a, ":")
+		if !ok {
+			guest = host
+		}
+		cfg.Executables[guest] = host
+	}
+	if *scxSimple {
+		bin, err := vm.BuildScxSimple(ctx, *cacheDir, k, os.Stderr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
+			return exitError
+		}
+		cfg.Executables[vm.ScxSimpleGuestPath] = bin
+	}
+	if !*quiet {
+		cfg.Console = os.Stdout
+	}
+	res, err := vm.Run(ctx, cfg)
+	if err != nil {
+		if *quiet && res != nil {
+			os.Stdout.WriteString(res.Console)
+		}
+		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(os.Stderr, "hotlane vm: guest exited %d (boot %.1fs, total %.1fs); results in %s\n",
+		res.ExitCode, res.Boot.Seconds(), res.Total.Seconds(), res.ResultsDir)
+	return res.ExitCode
+}

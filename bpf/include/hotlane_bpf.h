@@ -1,0 +1,213 @@
+/*
+ * hotlane_bpf.h - the small BPF toolkit every hotlane program includes.
+ *
+ * Include it after vmlinux.h, which supplies every kernel type and enum (the
+ * __u64/u32 typedefs, enum bpf_func_id, BPF_MAP_TYPE_*, BPF_ANY, XDP_PASS,
+ * struct task_struct, ...). We deliberately use no third-party BPF headers:
+ * this file declares only what hotlane's programs use, so anything new must be
+ * added here on purpose.
+ *
+ * Program contexts, as cilium/ebpf and the kernel expect them:
+ *
+ *   SEC("tp_btf/<tp>"), SEC("fentry/<fn>"), SEC("fexit/<fn>"),
+ *   SEC("raw_tp/<tp>"): the context is an array of u64, one slot per
+ *     argument of the tracepoint's TP_PROTO (or of the function), in order:
+ *         int prog(u64 *ctx) { struct task_struct *next = (void *)ctx[2]; }
+ *     For tp_btf and fentry the verifier knows the argument types from BTF,
+ *     so pointers can be dereferenced directly (next->pid). For raw_tp they
+ *     are plain numbers: read through them with CORE_READ()/CORE_READ_INTO().
+ *     Slot numbers follow the kernel's prototype, which can change between
+ *     releases; check btf_trace_<tp> in vmlinux.h.
+ *   SEC("tracepoint/<group>/<name>"): the context is the tracefs record,
+ *     struct trace_event_raw_<name> in vmlinux.h.
+ *   SEC("kprobe/<fn>"): the context is struct pt_regs *.
+ *   SEC("xdp"): the context is struct xdp_md *.
+ */
+#ifndef HOTLANE_BPF_H
+#define HOTLANE_BPF_H
+
+#ifndef __VMLINUX_H__
+#error "include vmlinux.h before hotlane_bpf.h"
+#endif
+
+/* ---- sections and attributes ------------------------------------------ */
+
+/*
+ * The loader finds programs, maps and the license by ELF section name, and
+ * decides a program's type and attach point from it. "used" keeps clang from
+ * dropping objects that nothing in the C code references.
+ */
+#define SEC(name) __attribute__((section(name), used))
+
+/*
+ * The kernel refuses GPL-only helpers (bpf_probe_read_kernel, tp_btf, task
+ * storage, sched_ext kfuncs, ...) unless the object declares a GPL-compatible
+ * license. Put LICENSE("GPL"); once per program file.
+ */
+#define LICENSE(s) char _license[] SEC("license") = s
+
+/*
+ * A kernel symbol (kfunc or kernel variable) resolved by the loader against
+ * the running kernel's BTF. With __weak a missing symbol loads as NULL
+ * instead of failing, so code can test for it before calling; see
+ * ksym_exists().
+ */
+#define __ksym __attribute__((section(".ksyms")))
+#define __weak __attribute__((weak))
+
+/*
+ * True if a __weak __ksym was found in the running kernel. The loader patches
+ * the address in; the verifier then prunes the branch that is never taken, so
+ * code calling a missing kfunc still loads.
+ */
+#define ksym_exists(sym) (!!(sym))
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+
+/* BPF programs are small and hot; tell the compiler which branch to lay out
+ * as the fall-through path. */
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#ifndef NULL
+#define NULL ((void *)0)
+#endif
+
+/* ---- BTF map definitions ---------------------------------------------- */
+
+/*
+ * Maps are declared as anonymous structs in SEC(".maps") whose members carry
+ * their settings in the *types* of the members, so that clang records them in
+ * BTF and the loader can read them back without any C runtime:
+ *
+ *   struct {
+ *           __uint(type, BPF_MAP_TYPE_HASH);
+ *           __uint(max_entries, 1024);
+ *           __type(key, u32);
+ *           __type(value, u64);
+ *   } counts SEC(".maps");
+ *
+ * __uint encodes a number as the length of an array type, __type names a
+ * type through a pointer to it, and __array declares the inner map of a
+ * map-in-map (or the programs of a prog array).
+ */
+#define __uint(name, val) int (*name)[val]
+#define __type(name, val) typeof(val) *name
+#define __array(name, val) typeof(val) *name[]
+
+/* ---- helpers ----------------------------------------------------------- */
+
+/*
+ * A helper call is a BPF "call imm" instruction whose immediate is the helper
+ * number. Declaring each helper as a constant function pointer initialised
+ * with its number makes clang emit exactly that instruction. The numbers come
+ * from enum bpf_func_id in vmlinux.h, so they always match the kernel the
+ * header was generated from (they are UAPI and never change).
+ *
+ * Prototypes follow the kernel's helper documentation (uapi/linux/bpf.h);
+ * only helpers hotlane uses are listed.
+ */
+
+/* Maps. Lookup returns a pointer into the map value or NULL. */
+static void *(* const bpf_map_lookup_elem)(void *map, const void *key) =
+	(void *)BPF_FUNC_map_lookup_elem;
+static long (* const bpf_map_update_elem)(void *map, const void *key,
+					  const void *value, __u64 flags) =
+	(void *)BPF_FUNC_map_update_elem;
+static long (* const bpf_map_delete_elem)(void *map, const void *key) =
+	(void *)BPF_FUNC_map_delete_elem;
+
+/* Time and identity. pid_tgid is tgid << 32 | pid (the thread id). */
+static __u64 (* const bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
+static __u64 (* const bpf_get_current_pid_tgid)(void) =
+	(void *)BPF_FUNC_get_current_pid_tgid;
+static long (* const bpf_get_current_comm)(void *buf, __u32 size) =
+	(void *)BPF_FUNC_get_current_comm;
+static __u32 (* const bpf_get_smp_processor_id)(void) =
+	(void *)BPF_FUNC_get_smp_processor_id;
+/* The current task as a BTF pointer: fields can be read directly. */
+static struct task_struct *(* const bpf_get_current_task_btf)(void) =
+	(void *)BPF_FUNC_get_current_task_btf;
+
+/* Reads kernel memory through a pointer the verifier cannot check. */
+static long (* const bpf_probe_read_kernel)(void *dst, __u32 size,
+					    const void *unsafe_ptr) =
+	(void *)BPF_FUNC_probe_read_kernel;
+
+/*
+ * Ring buffer (BPF_MAP_TYPE_RINGBUF). reserve/submit avoids a copy; every
+ * reserved record must be submitted or discarded on all paths, which the
+ * verifier checks.
+ */
+static void *(* const bpf_ringbuf_reserve)(void *ringbuf, __u64 size,
+					   __u64 flags) =
+	(void *)BPF_FUNC_ringbuf_reserve;
+static void (* const bpf_ringbuf_submit)(void *data, __u64 flags) =
+	(void *)BPF_FUNC_ringbuf_submit;
+static void (* const bpf_ringbuf_discard)(void *data, __u64 flags) =
+	(void *)BPF_FUNC_ringbuf_discard;
+static long (* const bpf_ringbuf_output)(void *ringbuf, void *data,
+					 __u64 size, __u64 flags) =
+	(void *)BPF_FUNC_ringbuf_output;
+
+/*
+ * Task-local storage (BPF_MAP_TYPE_TASK_STORAGE, needs BPF_F_NO_PREALLOC).
+ * The kernel frees a task's entry when the task dies, so per-task state can
+ * never go stale through pid reuse. Pass
+ * BPF_LOCAL_STORAGE_GET_F_CREATE to create the entry from value (or zeroes).
+ */
+static void *(* const bpf_task_storage_get)(void *map, struct task_struct *task,
+					    void *value, __u64 flags) =
+	(void *)BPF_FUNC_task_storage_get;
+static long (* const bpf_task_storage_delete)(void *map,
+					      struct task_struct *task) =
+	(void *)BPF_FUNC_task_storage_delete;
+
+/* Debug output to /sys/kernel/tracing/trace_pipe; at most three arguments. */
+static long (* const bpf_trace_printk)(const char *fmt, __u32 fmt_size, ...) =
+	(void *)BPF_FUNC_trace_printk;
+
+/*
+ * bpf_trace_printk wants the format in read-only memory and its size; a
+ * static const array gives both. Debugging only: never leave it in shipped
+ * code, the kernel warns loudly when a program uses it.
+ */
+#define trace_printk(fmt, ...)                                             \
+	({                                                                 \
+		static const char __hl_fmt[] = fmt;                        \
+		bpf_trace_printk(__hl_fmt, sizeof(__hl_fmt), ##__VA_ARGS__); \
+	})
+
+/* ---- CO-RE reads -------------------------------------------------------- */
+
+/*
+ * Where the verifier does not know a pointer's type (raw_tp arguments,
+ * kprobes, pointers read out of other structs), kernel memory must be read
+ * with bpf_probe_read_kernel. Wrapping the address in
+ * __builtin_preserve_access_index makes clang record a CO-RE relocation, so
+ * the loader rewrites the field offset for the kernel it loads on: the same
+ * object works whatever the layout of struct task_struct there.
+ *
+ * Types from vmlinux.h already carry preserve_access_index, but our own
+ * struct definitions do not; the explicit builtin covers both.
+ *
+ *   CORE_READ_INTO(&pid, &task->pid);   returns 0 or a negative errno
+ *   pid_t pid = CORE_READ(task, pid);   zero if the read failed
+ *
+ * One level only: CORE_READ(CORE_READ(task, mm), flags) for chains.
+ */
+#define CORE_READ_INTO(dst, src)                                           \
+	bpf_probe_read_kernel((dst), sizeof(*(dst)),                       \
+			      __builtin_preserve_access_index(src))
+
+#define CORE_READ(ptr, field)                                              \
+	({                                                                 \
+		typeof((ptr)->field) __hl_val;                             \
+		__builtin_memset(&__hl_val, 0, sizeof(__hl_val));          \
+		CORE_READ_INTO(&__hl_val, &(ptr)->field);                  \
+		__hl_val;                                                  \
+	})
+
+#endif /* HOTLANE_BPF_H */

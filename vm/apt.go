@@ -1,0 +1,244 @@
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// KnownSuites are the Debian suites the runner will fetch kernels from.
+var knownSuites = []string{"bookworm-backports", "trixie", "trixie-backports", "forky", "sid", "unstable", "experimental"}
+
+// ErrUnknownSuite is returned for a suite name Debian does not have.
+var ErrUnknownSuite = errors.New("unknown Debian suite")
+
+// apt runs apt-get and apt-cache against a private sources list and state
+// directory under the cache, so the host's own apt configuration and
+// package lists are never touched.
+type apt struct {
+	dir   string // root of the private apt tree
+	suite string
+}
+
+func newApt(cacheDir, suite string) (*apt, error) {
+	if !validSuite(suite) {
+		return nil, fmt.Errorf("%w %q: use one of %s", ErrUnknownSuite, suite, strings.Join(knownSuites, ", "))
+	}
+	a := &apt{dir: filepath.Join(cacheDir, "apt", suite), suite: suite}
+	for _, d := range []string{"state/lists/partial", "cache/archives/partial", "etc/sources.list.d", "etc/preferences.d", "debs"} {
+		if err := os.MkdirAll(filepath.Join(a.dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	mirror, err := hostMirror()
+	if err != nil {
+		return nil, err
+	}
+	src := fmt.Sprintf("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n", mirror, suite)
+	if err := os.WriteFile(filepath.Join(a.dir, "etc/sources.list"), []byte(src), 0o644); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func validSuite(s string) bool {
+	for _, k := range knownSuites {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *apt) options() []string {
+	return []string{
+		"-o", "Dir::State=" + filepath.Join(a.dir, "state"),
+		"-o", "Dir::Cache=" + filepath.Join(a.dir, "cache"),
+		"-o", "Dir::Etc::SourceList=" + filepath.Join(a.dir, "etc/sources.list"),
+		"-o", "Dir::Etc::SourceParts=" + filepath.Join(a.dir, "etc/sources.list.d"),
+		"-o", "Dir::Etc::Preferences=" + filepath.Join(a.dir, "etc/preferences"),
+		"-o", "Dir::Etc::PreferencesParts=" + filepath.Join(a.dir, "etc/preferences.d"),
+		"-o", "Debug::NoLocking=1",
+		// apt drops to the _apt user for downloads, which cannot write
+		// into a cache under root's home.
+		"-o", "APT::Sandbox::User=root",
+	}
+}
+
+func (a *apt) run(ctx context.Context, tool string, args ...string) ([]byte, error) {
+	if _, err := exec.LookPath(tool); err != nil {
+		return nil, fmt.Errorf("%s not found: the VM runner fetches kernels with apt, so it needs a Debian or Ubuntu host", tool)
+	}
+	cmd := exec.CommandContext(ctx, tool, append(a.options(), args...)...)
+	cmd.Dir = filepath.Join(a.dir, "debs")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", tool, strings.Join(args, " "), err, lastLines(stderr.String(), 3))
+	}
+	return out, nil
+}
+
+func (a *apt) update(ctx context.Context) error {
+	_, err := a.run(ctx, "apt-get", "-q", "update")
+	return err
+}
+
+// newestPackage returns the highest-versioned package whose name matches
+// the regular expression.
+func (a *apt) newestPackage(ctx context.Context, regex string) (string, error) {
+	out, err := a.run(ctx, "apt-cache", "search", "--names-only", regex)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("no package matching %q in %s", regex, a.suite)
+	}
+	sort.Slice(names, func(i, j int) bool { return versionLess(names[i], names[j]) })
+	return names[len(names)-1], nil
+}
+
+// download fetches one package's .deb and returns its path.
+func (a *apt) download(ctx context.Context, pkg string) (string, error) {
+	debs := filepath.Join(a.dir, "debs")
+	old, _ := filepath.Glob(filepath.Join(debs, pkg+"_*.deb"))
+	for _, f := range old {
+		os.Remove(f)
+	}
+	if _, err := a.run(ctx, "apt-get", "-q", "download", pkg); err != nil {
+		return "", err
+	}
+	got, _ := filepath.Glob(filepath.Join(debs, pkg+"_*.deb"))
+	if len(got) != 1 {
+		return "", fmt.Errorf("apt-get download %s: expected one .deb in %s, found %d", pkg, debs, len(got))
+	}
+	return got[0], nil
+}
+
+// hostMirror returns the Debian mirror the host's own apt uses, so the
+// runner fetches from wherever this machine is allowed to.
+func hostMirror() (string, error) {
+	files, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if uri := mirrorFromDeb822(string(b)); uri != "" {
+			return uri, nil
+		}
+	}
+	lists, _ := filepath.Glob("/etc/apt/sources.list.d/*.list")
+	for _, f := range append([]string{"/etc/apt/sources.list"}, lists...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if uri := mirrorFromOneLine(string(b)); uri != "" {
+			return uri, nil
+		}
+	}
+	return "", errors.New("no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d: the VM runner fetches kernels from the mirror the host's apt uses")
+}
+
+// mirrorFromDeb822 picks the URI of the first stanza that is not a
+// security archive.
+func mirrorFromDeb822(text string) string {
+	for _, stanza := range strings.Split(text, "\n\n") {
+		var uri, suites string
+		for _, line := range strings.Split(stanza, "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok || strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			switch strings.TrimSpace(k) {
+			case "URIs":
+				if f := strings.Fields(v); len(f) > 0 {
+					uri = f[0]
+				}
+			case "Suites":
+				suites = v
+			}
+		}
+		if uri != "" && !strings.Contains(suites, "security") && !strings.Contains(uri, "security") {
+			return strings.TrimSuffix(uri, "/")
+		}
+	}
+	return ""
+}
+
+func mirrorFromOneLine(text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "deb" {
+			continue
+		}
+		i := 1
+		if strings.HasPrefix(f[i], "[") {
+			for i < len(f) && !strings.HasSuffix(f[i], "]") {
+				i++
+			}
+			i++
+		}
+		if i+1 < len(f) && !strings.Contains(f[i], "security") && !strings.Contains(f[i+1], "security") {
+			return strings.TrimSuffix(f[i], "/")
+		}
+	}
+	return ""
+}
+
+// versionLess orders kernel package names by the version embedded in
+// them (linux-binary-7.2.9+deb13-… < linux-binary-7.2.13+deb14-…),
+// comparing digit runs numerically.
+func versionLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, ra := leadingDigits(a)
+		db, rb := leadingDigits(b)
+		switch {
+		case da != "" && db != "":
+			if len(strings.TrimLeft(da, "0")) != len(strings.TrimLeft(db, "0")) {
+				return len(strings.TrimLeft(da, "0")) < len(strings.TrimLeft(db, "0"))
+			}
+			if da != db {
+				return da < db
+			}
+			a, b = ra, rb
+		case a[0] != b[0]:
+			return a[0] < b[0]
+		default:
+			a, b = a[1:], b[1:]
+		}
+	}
+	return len(a) < len(b)
+}
+
+func leadingDigits(s string) (digits, rest string) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i], s[i:]
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

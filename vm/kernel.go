@@ -1,0 +1,258 @@
+package vm
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultKernel is the pinned sched_ext kernel: Debian's trixie-backports
+// 7.3.4 cloud build, which has CONFIG_SCHED_CLASS_EXT=y, NVMe and virtio
+// built in, and boots to a shell under TCG in a few seconds.
+const DefaultKernel = "trixie-backports/linux-binary-7.3.4+deb13-cloud-amd64"
+
+// kernelPackagePattern selects the newest cloud kernel of a suite when
+// --kernel names only the suite (e.g. "sid").
+const kernelPackagePattern = `^linux-binary-[0-9.]+\+deb[0-9]+-cloud-amd64$`
+
+// Kernel is a bootable kernel image and, when known, the uncompressed ELF
+// whose .BTF section describes it (what vmlinux.h and scx_simple are built
+// against).
+type Kernel struct {
+	Name    string // package name, or the local path
+	Suite   string // Debian suite it came from; empty for a local image
+	Vmlinuz string
+	Vmlinux string // uncompressed ELF with BTF; empty if it could not be extracted
+}
+
+// ErrKernelNotFound is returned when a local kernel path does not exist.
+var ErrKernelNotFound = errors.New("kernel image not found")
+
+// ResolveKernel turns a --kernel value into a bootable kernel, fetching and
+// caching it when needed. spec is one of:
+//
+//	""                          the pinned default (DefaultKernel)
+//	/path/to/vmlinuz            a local image
+//	SUITE                       the newest linux-binary-*-cloud-amd64 of a Debian suite
+//	SUITE/PACKAGE               that package from that suite
+//
+// Progress goes to log.
+func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*Kernel, error) {
+	if spec == "" {
+		spec = DefaultKernel
+	}
+	if isLocalPath(spec) {
+		if _, err := os.Stat(spec); err != nil {
+			return nil, fmt.Errorf("%w: %s does not exist; pass a vmlinuz path, a Debian suite such as sid, or SUITE/PACKAGE", ErrKernelNotFound, spec)
+		}
+		k := &Kernel{Name: spec, Vmlinuz: spec}
+		if vmlinux, err := cachedVmlinux(cacheDir, spec); err == nil {
+			k.Vmlinux = vmlinux
+		}
+		return k, nil
+	}
+	suite, pkg, _ := strings.Cut(spec, "/")
+	if !validSuite(suite) {
+		return nil, fmt.Errorf("%w %q in --kernel %q: use one of %s, SUITE/PACKAGE, or a vmlinuz path", ErrUnknownSuite, suite, spec, strings.Join(knownSuites, ", "))
+	}
+	if pkg != "" {
+		if k, ok := cachedKernel(cacheDir, suite, pkg); ok {
+			return k, nil
+		}
+	}
+	a, err := newApt(cacheDir, suite)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "hotlane vm: updating the package list of %s (private apt state in %s)\n", suite, a.dir)
+	if err := a.update(ctx); err != nil {
+		return nil, err
+	}
+	if pkg == "" {
+		if pkg, err = a.newestPackage(ctx, kernelPackagePattern); err != nil {
+			return nil, err
+		}
+		if k, ok := cachedKernel(cacheDir, suite, pkg); ok {
+			return k, nil
+		}
+	}
+	fmt.Fprintf(log, "hotlane vm: downloading %s from %s\n", pkg, suite)
+	deb, err := a.download(ctx, pkg)
+	if err != nil {
+		return nil, err
+	}
+	return unpackKernel(ctx, cacheDir, suite, pkg, deb)
+}
+
+func isLocalPath(spec string) bool {
+	return strings.HasPrefix(spec, "/") || strings.HasPrefix(spec, ".") || strings.HasSuffix(spec, "vmlinuz") || strings.Contains(spec, "vmlinuz-")
+}
+
+func kernelDir(cacheDir, pkg string) string {
+	return filepath.Join(cacheDir, "kernels", pkg)
+}
+
+func cachedKernel(cacheDir, suite, pkg string) (*Kernel, bool) {
+	dir := kernelDir(cacheDir, pkg)
+	k := &Kernel{Name: pkg, Suite: suite, Vmlinuz: filepath.Join(dir, "vmlinuz"), Vmlinux: filepath.Join(dir, "vmlinux")}
+	for _, f := range []string{k.Vmlinuz, k.Vmlinux} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, false
+		}
+	}
+	return k, true
+}
+
+// unpackKernel extracts vmlinuz from the .deb and decompresses it next to
+// it, then publishes the directory atomically so a crash never leaves a
+// half-written cache entry.
+func unpackKernel(ctx context.Context, cacheDir, suite, pkg, deb string) (*Kernel, error) {
+	tmp, err := os.MkdirTemp(filepath.Join(cacheDir, "apt"), "unpack-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, tmp).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("dpkg-deb -x %s: %v: %s", deb, err, out)
+	}
+	images, _ := filepath.Glob(filepath.Join(tmp, "usr/lib/modules/*/vmlinuz"))
+	boot, _ := filepath.Glob(filepath.Join(tmp, "boot/vmlinuz-*"))
+	images = append(images, boot...)
+	if len(images) == 0 {
+		return nil, fmt.Errorf("%s contains no vmlinuz: is it a kernel image package?", pkg)
+	}
+	stage := filepath.Join(tmp, "out")
+	if err := os.Mkdir(stage, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(images[0], filepath.Join(stage, "vmlinuz")); err != nil {
+		return nil, err
+	}
+	if err := ExtractVmlinux(ctx, filepath.Join(stage, "vmlinuz"), filepath.Join(stage, "vmlinux")); err != nil {
+		return nil, err
+	}
+	dir := kernelDir(cacheDir, pkg)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	os.RemoveAll(dir)
+	if err := os.Rename(stage, dir); err != nil {
+		return nil, err
+	}
+	k, _ := cachedKernel(cacheDir, suite, pkg)
+	return k, nil
+}
+
+// cachedVmlinux extracts (once) the ELF of a local vmlinuz into the cache.
+func cachedVmlinux(cacheDir, vmlinuz string) (string, error) {
+	st, err := os.Stat(vmlinuz)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(cacheDir, "local", fmt.Sprintf("%s-%d-%d.vmlinux", filepath.Base(vmlinuz), st.Size(), st.ModTime().Unix()))
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	return out, ExtractVmlinux(context.Background(), vmlinuz, out)
+}
+
+// ExtractVmlinux decompresses the kernel ELF embedded in a bzImage. The
+// x86 boot protocol's setup header gives where the compressed payload
+// starts and how long it is; the format is told by its magic number.
+func ExtractVmlinux(ctx context.Context, bzImage, out string) error {
+	img, err := os.ReadFile(bzImage)
+	if err != nil {
+		return err
+	}
+	if len(img) < 0x250 || string(img[0x202:0x206]) != "HdrS" {
+		return fmt.Errorf("%s is not an x86 bzImage (no HdrS setup header)", bzImage)
+	}
+	setupSects := int(img[0x1f1])
+	if setupSects == 0 {
+		setupSects = 4
+	}
+	payloadOff := int(binary.LittleEndian.Uint32(img[0x248:]))
+	payloadLen := int(binary.LittleEndian.Uint32(img[0x24c:]))
+	start := (setupSects+1)*512 + payloadOff
+	if start+payloadLen > len(img) || payloadLen == 0 {
+		return fmt.Errorf("%s: payload out of bounds", bzImage)
+	}
+	payload := img[start : start+payloadLen]
+
+	var elfData []byte
+	switch {
+	case bytes.HasPrefix(payload, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(bytes.NewReader(payload))
+		if err != nil {
+			return fmt.Errorf("%s: %w", bzImage, err)
+		}
+		// The kernel appends the uncompressed size after the stream.
+		zr.Multistream(false)
+		if elfData, err = io.ReadAll(zr); err != nil {
+			return fmt.Errorf("%s: gunzip: %w", bzImage, err)
+		}
+	case bytes.HasPrefix(payload, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		// zstd frames: the trailing 4-byte size is not a frame, so
+		// strip it before handing the stream to zstd.
+		if elfData, err = decompressWith(ctx, "zstd", payload[:len(payload)-4], "-dcq"); err != nil {
+			return fmt.Errorf("%s: %w", bzImage, err)
+		}
+	case bytes.HasPrefix(payload, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		if elfData, err = decompressWith(ctx, "xz", payload, "-dcq", "--single-stream"); err != nil {
+			return fmt.Errorf("%s: %w", bzImage, err)
+		}
+	default:
+		return fmt.Errorf("%s: unsupported kernel compression (magic % x): rebuild with gzip, xz or zstd", bzImage, payload[:4])
+	}
+	f, err := elf.NewFile(bytes.NewReader(elfData))
+	if err != nil {
+		return fmt.Errorf("%s: decompressed payload is not ELF: %w", bzImage, err)
+	}
+	if f.Section(".BTF") == nil {
+		return fmt.Errorf("%s has no .BTF section: the kernel was built without CONFIG_DEBUG_INFO_BTF", bzImage)
+	}
+	tmp := out + ".tmp"
+	if err := os.WriteFile(tmp, elfData, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, out)
+}
+
+func decompressWith(ctx context.Context, tool string, data []byte, args ...string) ([]byte, error) {
+	if _, err := exec.LookPath(tool); err != nil {
+		return nil, fmt.Errorf("%s not found: apt-get install %s", tool, map[string]string{"zstd": "zstd", "xz": "xz-utils"}[tool])
+	}
+	cmd := exec.CommandContext(ctx, tool, args...)
+	cmd.Stdin = bytes.NewReader(data)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", tool, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// DefaultCacheDir is where kernels, the scx_simple build and apt state are
+// kept: $HOTLANE_CACHE, else $XDG_CACHE_HOME/hotlane, else ~/.cache/hotlane.
+func DefaultCacheDir() string {
+	if d := os.Getenv("HOTLANE_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "hotlane")
+	}
+	return filepath.Join(os.TempDir(), "hotlane-cache")
+}

@@ -1,0 +1,155 @@
+// Package vmtest runs a package's Go tests inside the sched_ext VM, the
+// way Tetragon and cilium/ebpf run theirs: the host-side test compiles the
+// package's test binary, boots the kernel with it and the static hotlane
+// binary in the initramfs, runs the guest-only tests there and fails with
+// the guest's output when they fail.
+//
+// A guest-only test starts with vmtest.RequireGuest(t), which skips it on
+// the host; a host-side test calls vmtest.RunGuestTests to run them.
+package vmtest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlane/hotlane/vm"
+)
+
+// Options for RunGuestTests.
+type Options struct {
+	// Run is the -test.run pattern of the guest-only tests.
+	Run string
+	// ScxSimple puts the upstream scx_simple at vm.ScxSimpleGuestPath.
+	ScxSimple bool
+	// Kernel is a --kernel spec; empty means vm.DefaultKernel, or
+	// $HOTLANE_TEST_KERNEL when set.
+	Kernel  string
+	Timeout time.Duration
+	// QemuArgs are extra qemu arguments (devices).
+	QemuArgs []string
+}
+
+// HotlaneGuestPath is where the guest finds the hotlane binary: it is
+// /init, and any test can exec it as a CLI.
+const HotlaneGuestPath = "/init"
+
+// RequireGuest skips the test unless it runs inside the VM.
+func RequireGuest(t testing.TB) {
+	t.Helper()
+	if !vm.InGuest() {
+		t.Skip("runs only inside the sched_ext VM; the host-side test that boots it runs it there")
+	}
+}
+
+// RunGuestTests compiles the tests of the package in the current directory,
+// boots the VM and runs the tests matching opts.Run inside it.
+func RunGuestTests(t *testing.T, opts Options) {
+	t.Helper()
+	if vm.InGuest() {
+		t.Skip("already inside the VM")
+	}
+	if testing.Short() {
+		t.Skip("VM tests boot qemu; skipped with -short")
+	}
+	ctx := context.Background()
+	hotlane := Hotlane(t)
+	testBin := filepath.Join(t.TempDir(), "pkg.test")
+	goBuild(t, "test", "-c", "-o", testBin, ".")
+	k := Kernel(t, opts.Kernel)
+	cache := vm.DefaultCacheDir()
+	cfg := vm.Config{
+		Kernel:      k,
+		Init:        hotlane,
+		Args:        []string{"/pkg.test", "-test.v", "-test.count=1", "-test.run", opts.Run},
+		Files:       map[string]string{"/pkg.test": testBin},
+		Executables: map[string]string{},
+		Timeout:     opts.Timeout,
+		QemuArgs:    opts.QemuArgs,
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	if opts.ScxSimple {
+		bin, err := vm.BuildScxSimple(ctx, cache, k, testWriter{t})
+		if err != nil {
+			t.Fatalf("scx_simple: %v", err)
+		}
+		cfg.Executables[vm.ScxSimpleGuestPath] = bin
+	}
+	res, err := vm.Run(ctx, cfg)
+	if res != nil {
+		t.Logf("guest console (%s, boot %.1fs, total %.1fs):\n%s", k.Name, res.Boot.Seconds(), res.Total.Seconds(), res.Console)
+	}
+	if err != nil {
+		t.Fatalf("VM run: %v", err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("guest tests failed (exit %d); see the console above", res.ExitCode)
+	}
+	if !strings.Contains(res.Console, "--- PASS") {
+		t.Fatalf("no guest test matching %q ran", opts.Run)
+	}
+}
+
+// Kernel resolves a --kernel spec for a test: empty means
+// $HOTLANE_TEST_KERNEL, else vm.DefaultKernel. It is fetched into the
+// cache on first use.
+func Kernel(t *testing.T, spec string) *vm.Kernel {
+	t.Helper()
+	if spec == "" {
+		spec = os.Getenv("HOTLANE_TEST_KERNEL")
+	}
+	k, err := vm.ResolveKernel(context.Background(), vm.DefaultCacheDir(), spec, testWriter{t})
+	if err != nil {
+		t.Fatalf("kernel: %v", err)
+	}
+	return k
+}
+
+// Hotlane builds the static hotlane binary for /init; the Go build cache
+// makes repeated builds cheap.
+func Hotlane(t *testing.T) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "hotlane")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/hotlane")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/hotlane: %v\n%s", err, b)
+	}
+	return out
+}
+
+func goBuild(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
