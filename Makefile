@@ -1,0 +1,49 @@
+# hotlane: the two commands the README starts with are `make demo` and
+# `make test`. Everything they download (VM kernel, linux-source for
+# scx_simple, apt state) is cached in $(HOTLANE_CACHE), never in the repo.
+
+GO            ?= go
+HOTLANE_CACHE ?= $(HOME)/.cache/hotlane
+export HOTLANE_CACHE
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BIN           := bin/hotlane
+
+.PHONY: all build deps demo test unit lint generate vmlinux clean
+
+all: build
+
+# A static binary: it is also /init of the VM's initramfs.
+build:
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/hotlane
+
+deps:
+	@./scripts/deps.sh
+
+# The main job: boot the sched_ext VM and run hotlane in it.
+demo: deps build
+	$(BIN) vm -- doctor --require sched_ext
+
+# Everything: lint, unit tests, privileged host tests (as root) and VM tests.
+# -p 1: VM boots and BPF host tests should not compete for the 2 cores.
+test: deps lint
+	$(GO) test -p 1 -count=1 -timeout 60m ./...
+
+# Unit tests only; no qemu, skips VM tests.
+unit:
+	$(GO) test -short ./...
+
+lint:
+	@fmt=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# Regenerate bpf/vmlinux.h from the pinned VM kernel's BTF.
+vmlinux: deps build
+	./bpf/gen-vmlinux.sh "$$($(BIN) vm --print-vmlinux)" bpf/vmlinux.h
+
+# Recompile the BPF programs and their Go bindings (needs clang-19).
+generate: deps
+	$(GO) generate ./bpf/...
+
+clean:
+	rm -rf bin
