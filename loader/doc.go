@@ -2,4 +2,12 @@
 // the scx kfunc generation, which hook types load) and loads and attaches
 // hotlane's BPF collections, turning verifier and kernel errors into
 // messages that say what is missing and what to do.
+//
+// Probe runs every check and returns Features, which `hotlane doctor`
+// renders as text or JSON. The BTF-only pieces are pure functions over a
+// *btf.Spec so they can be tested against any kernel's BTF:
+// KfuncGenerationFromBTF and KfuncsFromBTF pick the scx kfunc names that
+// exist unambiguously (6.12 scx_bpf_dispatch, 6.13 scx_bpf_dsq_insert, 6.19+
+// scx_bpf_dsq_insert___v2), and ScxEnums / EnumValue read SCX_* enum values,
+// which differ between kernels and must not be hard-coded.
 package loader

@@ -1,0 +1,368 @@
+package loader
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+)
+
+// buildSpec marshals types into raw BTF and loads it back, so the tests
+// see a Spec shaped exactly like one read from a kernel.
+func buildSpec(t *testing.T, types ...btf.Type) *btf.Spec {
+	t.Helper()
+	b, err := btf.NewBuilder(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range types {
+		if _, err := b.Add(typ); err != nil {
+			t.Fatalf("add %v: %v", typ, err)
+		}
+	}
+	raw, err := b.Marshal(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+var (
+	u64Type  = &btf.Int{Name: "u64", Size: 8}
+	boolType = &btf.Int{Name: "bool", Size: 1, Encoding: btf.Bool}
+)
+
+// kfunc returns a global function called name taking nargs u64 arguments.
+func kfunc(name string, nargs int, ret btf.Type) *btf.Func {
+	params := make([]btf.FuncParam, nargs)
+	for i := range params {
+		params[i] = btf.FuncParam{Name: "a", Type: u64Type}
+	}
+	return &btf.Func{Name: name, Type: &btf.FuncProto{Return: ret, Params: params}, Linkage: btf.GlobalFunc}
+}
+
+func schedExtOps() *btf.Struct {
+	return &btf.Struct{Name: "sched_ext_ops", Size: 8, Members: []btf.Member{{Name: "flags", Type: u64Type}}}
+}
+
+func kfuncs612() []btf.Type {
+	return []btf.Type{
+		schedExtOps(),
+		kfunc("scx_bpf_dispatch", 4, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dispatch_vtime", 5, (*btf.Void)(nil)),
+		kfunc("scx_bpf_consume", 1, boolType),
+		kfunc("scx_bpf_kick_cpu", 2, (*btf.Void)(nil)),
+	}
+}
+
+func kfuncs613() []btf.Type {
+	return append(kfuncs612(), // 6.13 keeps the old names as deprecated aliases
+		kfunc("scx_bpf_dsq_insert", 4, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dsq_insert_vtime", 5, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dsq_move_to_local", 1, boolType),
+	)
+}
+
+func kfuncs619() []btf.Type {
+	return []btf.Type{
+		schedExtOps(),
+		kfunc("scx_bpf_dsq_insert", 4, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dsq_insert___v2", 4, boolType),
+		kfunc("scx_bpf_dsq_insert_vtime", 5, (*btf.Void)(nil)),
+		kfunc("__scx_bpf_dsq_insert_vtime", 2, boolType),
+		kfunc("scx_bpf_dsq_move_to_local", 1, boolType),
+	}
+}
+
+// kfuncs7x is shaped like 7.3: plain, ___v2 and ___v2_impl (plus _impl)
+// names side by side, which makes the plain names ambiguous for
+// cilium/ebpf.
+func kfuncs7x() []btf.Type {
+	return []btf.Type{
+		schedExtOps(),
+		kfunc("scx_bpf_dsq_insert", 4, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dsq_insert___v2", 4, boolType),
+		kfunc("scx_bpf_dsq_insert___v2_impl", 5, boolType),
+		kfunc("scx_bpf_dsq_insert_impl", 5, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dsq_insert_vtime", 5, (*btf.Void)(nil)),
+		kfunc("__scx_bpf_dsq_insert_vtime", 2, boolType),
+		kfunc("__scx_bpf_dsq_insert_vtime_impl", 3, boolType),
+		kfunc("scx_bpf_dsq_move_to_local", 1, boolType),
+		kfunc("scx_bpf_dsq_move_to_local___v2", 2, boolType),
+		kfunc("scx_bpf_dsq_move_to_local___v2_impl", 3, boolType),
+		kfunc("scx_bpf_dsq_move_to_local_impl", 2, boolType),
+	}
+}
+
+func noScx() []btf.Type {
+	return []btf.Type{
+		&btf.Struct{Name: "task_struct", Size: 8, Members: []btf.Member{{Name: "pid", Type: u64Type}}},
+		kfunc("do_nanosleep", 2, u64Type),
+		kfunc("bpf_task_acquire", 1, u64Type),
+	}
+}
+
+func TestKfuncsFromBTF(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		types []btf.Type
+		want  Kfuncs
+	}{
+		{"6.12", kfuncs612(), Kfuncs{
+			API:            KfuncAPI612,
+			DsqInsert:      "scx_bpf_dispatch",
+			DsqInsertVtime: "scx_bpf_dispatch_vtime",
+			DsqMoveToLocal: "scx_bpf_consume",
+		}},
+		{"6.13", kfuncs613(), Kfuncs{
+			API:            KfuncAPI613,
+			DsqInsert:      "scx_bpf_dsq_insert",
+			DsqInsertVtime: "scx_bpf_dsq_insert_vtime",
+			DsqMoveToLocal: "scx_bpf_dsq_move_to_local",
+		}},
+		{"6.19", kfuncs619(), Kfuncs{
+			API:                KfuncAPIV2,
+			DsqInsert:          "scx_bpf_dsq_insert___v2",
+			DsqInsertVtime:     "scx_bpf_dsq_insert_vtime",
+			DsqInsertVtimeArgs: "__scx_bpf_dsq_insert_vtime",
+			DsqMoveToLocal:     "scx_bpf_dsq_move_to_local",
+		}},
+		{"7.x", kfuncs7x(), Kfuncs{
+			API:                KfuncAPIV2,
+			DsqInsert:          "scx_bpf_dsq_insert___v2",
+			DsqInsertVtime:     "scx_bpf_dsq_insert_vtime",
+			DsqInsertVtimeArgs: "__scx_bpf_dsq_insert_vtime",
+			DsqMoveToLocal:     "scx_bpf_dsq_move_to_local___v2",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := buildSpec(t, tc.types...)
+			api, err := KfuncGenerationFromBTF(spec)
+			if err != nil {
+				t.Fatalf("KfuncGenerationFromBTF: %v", err)
+			}
+			if api != tc.want.API {
+				t.Errorf("KfuncGenerationFromBTF = %v, want %v", api, tc.want.API)
+			}
+			if !HasSchedExtOps(spec) {
+				t.Error("HasSchedExtOps = false, want true")
+			}
+			got, err := KfuncsFromBTF(spec)
+			if err != nil {
+				t.Fatalf("KfuncsFromBTF: %v", err)
+			}
+			if got != tc.want {
+				t.Errorf("KfuncsFromBTF =\n %+v\nwant\n %+v", got, tc.want)
+			}
+			for _, name := range []string{got.DsqInsert, got.DsqInsertVtime, got.DsqMoveToLocal} {
+				if _, err := LookupKfunc(spec, name); err != nil {
+					t.Errorf("chosen name does not resolve: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestKfuncGenerationNoSchedExt(t *testing.T) {
+	spec := buildSpec(t, noScx()...)
+	if HasSchedExtOps(spec) {
+		t.Error("HasSchedExtOps = true on a spec without sched_ext_ops")
+	}
+	if api, err := KfuncGenerationFromBTF(spec); !errors.Is(err, ErrNoSchedExt) {
+		t.Errorf("KfuncGenerationFromBTF = %v, %v; want ErrNoSchedExt", api, err)
+	}
+	if _, err := KfuncsFromBTF(spec); !errors.Is(err, ErrNoSchedExt) {
+		t.Errorf("KfuncsFromBTF error = %v, want ErrNoSchedExt", err)
+	}
+	if _, err := KfuncGenerationFromBTF(nil); !errors.Is(err, ErrNoBTF) {
+		t.Errorf("KfuncGenerationFromBTF(nil) error = %v, want ErrNoBTF", err)
+	}
+}
+
+func TestKfuncGenerationUnknown(t *testing.T) {
+	// sched_ext_ops without any kfunc name we know: a future kernel.
+	spec := buildSpec(t, schedExtOps(), kfunc("scx_bpf_kick_cpu", 2, (*btf.Void)(nil)))
+	if _, err := KfuncGenerationFromBTF(spec); !errors.Is(err, ErrUnknownKfuncAPI) {
+		t.Errorf("error = %v, want ErrUnknownKfuncAPI", err)
+	}
+	// A known generation whose vtime kfunc is missing is reported too.
+	spec = buildSpec(t, schedExtOps(),
+		kfunc("scx_bpf_dsq_insert", 4, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dsq_move_to_local", 1, boolType))
+	k, err := KfuncsFromBTF(spec)
+	if !errors.Is(err, ErrUnknownKfuncAPI) {
+		t.Fatalf("error = %v, want ErrUnknownKfuncAPI", err)
+	}
+	if k.API != KfuncAPI613 || k.DsqInsert != "scx_bpf_dsq_insert" || k.DsqInsertVtime != "" {
+		t.Errorf("partial result = %+v", k)
+	}
+}
+
+func TestLookupKfunc(t *testing.T) {
+	spec := buildSpec(t, kfuncs7x()...)
+	fn, err := LookupKfunc(spec, "scx_bpf_dsq_insert___v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.Name != "scx_bpf_dsq_insert___v2" {
+		t.Errorf("LookupKfunc returned %q", fn.Name)
+	}
+	if _, err := LookupKfunc(spec, "scx_bpf_dispatch"); !errors.Is(err, ErrKfuncNotFound) {
+		t.Errorf("LookupKfunc(missing) error = %v, want ErrKfuncNotFound", err)
+	}
+	// The plain name exists; whether cilium/ebpf resolves it depends on
+	// its ___ handling, which is why KfuncsFromBTF prefers ___v2.
+	if !hasFunc(spec, "scx_bpf_dsq_insert") {
+		t.Error("hasFunc(scx_bpf_dsq_insert) = false")
+	}
+	_, err = LookupKfunc(spec, "scx_bpf_dsq_insert")
+	t.Logf("LookupKfunc(plain scx_bpf_dsq_insert) on 7.x-shaped BTF: %v", err)
+}
+
+func TestKfuncAPIText(t *testing.T) {
+	for _, a := range []KfuncAPI{KfuncAPIUnknown, KfuncAPI612, KfuncAPI613, KfuncAPIV2} {
+		text, err := a.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back KfuncAPI
+		if err := back.UnmarshalText(text); err != nil || back != a {
+			t.Errorf("round trip of %v: got %v, %v", a, back, err)
+		}
+	}
+	if KfuncAPIV2.String() != "v2" || KfuncAPI612.String() != "6.12" {
+		t.Errorf("String: %v %v", KfuncAPIV2, KfuncAPI612)
+	}
+}
+
+func TestScxEnums(t *testing.T) {
+	spec := buildSpec(t,
+		&btf.Enum{Name: "scx_kick_flags", Size: 4, Values: []btf.EnumValue{
+			{Name: "SCX_KICK_IDLE", Value: 1}, {Name: "SCX_KICK_PREEMPT", Value: 2}}},
+		&btf.Enum{Name: "", Size: 4, Values: []btf.EnumValue{
+			{Name: "SCX_SLICE_DFL", Value: 20000000}}},
+		&btf.Enum{Name: "scx_dsq_id_flags", Size: 8, Values: []btf.EnumValue{
+			{Name: "SCX_DSQ_GLOBAL", Value: 1<<63 | 1}, {Name: "SCX_DSQ_LOCAL", Value: 1<<63 | 2}}},
+		&btf.Enum{Name: "bpf_map_update_flags", Size: 4, Values: []btf.EnumValue{
+			{Name: "BPF_ANY", Value: 0}}},
+	)
+	got, err := ScxEnums(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{
+		"SCX_KICK_IDLE":    1,
+		"SCX_KICK_PREEMPT": 2,
+		"SCX_SLICE_DFL":    20000000,
+		"SCX_DSQ_GLOBAL":   1<<63 | 1,
+		"SCX_DSQ_LOCAL":    1<<63 | 2,
+	}
+	if len(got) != len(want) {
+		t.Errorf("ScxEnums returned %d values, want %d: %v", len(got), len(want), got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %#x, want %#x", k, got[k], v)
+		}
+	}
+	if v, err := EnumValue(spec, "SCX_SLICE_DFL"); err != nil || v != 20000000 {
+		t.Errorf("EnumValue(SCX_SLICE_DFL) = %d, %v", v, err)
+	}
+	if v, err := EnumValue(spec, "BPF_ANY"); err != nil || v != 0 {
+		t.Errorf("EnumValue(BPF_ANY) = %d, %v", v, err)
+	}
+	if _, err := EnumValue(spec, "SCX_NOT_A_THING"); !errors.Is(err, ErrEnumNotFound) {
+		t.Errorf("EnumValue(missing) error = %v, want ErrEnumNotFound", err)
+	}
+	if _, err := ScxEnums(buildSpec(t, noScx()...)); !errors.Is(err, ErrNoSchedExt) {
+		t.Errorf("ScxEnums without scx error = %v, want ErrNoSchedExt", err)
+	}
+}
+
+// TestRealSchedExtBTF checks the detection against a real sched_ext
+// kernel's BTF (raw or ELF vmlinux) named by HOTLANE_TEST_VMLINUX.
+func TestRealSchedExtBTF(t *testing.T) {
+	path := os.Getenv("HOTLANE_TEST_VMLINUX")
+	if path == "" {
+		t.Skip("HOTLANE_TEST_VMLINUX is not set: no sched_ext kernel BTF to test against (e.g. the VM kernel's vmlinux.btf)")
+	}
+	spec, err := LoadBTF(path)
+	if err != nil {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	if !HasSchedExtOps(spec) {
+		t.Fatalf("%s has no sched_ext_ops", path)
+	}
+	k, err := KfuncsFromBTF(spec)
+	if err != nil {
+		t.Fatalf("KfuncsFromBTF: %v", err)
+	}
+	t.Logf("%s: %+v", path, k)
+	for _, name := range []string{k.DsqInsert, k.DsqInsertVtime, k.DsqMoveToLocal} {
+		if _, err := LookupKfunc(spec, name); err != nil {
+			t.Errorf("chosen kfunc does not resolve: %v", err)
+		}
+	}
+	// A ___v2 name in BTF must win over the plain one next to it.
+	if hasFunc(spec, "scx_bpf_dsq_insert___v2") {
+		if k.API != KfuncAPIV2 || k.DsqInsert != "scx_bpf_dsq_insert___v2" {
+			t.Errorf("BTF has scx_bpf_dsq_insert___v2 but got %+v", k)
+		}
+	}
+	if hasFunc(spec, "scx_bpf_dsq_move_to_local___v2") && k.DsqMoveToLocal != "scx_bpf_dsq_move_to_local___v2" {
+		t.Errorf("BTF has scx_bpf_dsq_move_to_local___v2 but got %q", k.DsqMoveToLocal)
+	}
+	if _, err := LookupKfunc(spec, "scx_bpf_dsq_insert"); err != nil {
+		t.Logf("as DESIGN.md says, the plain name does not resolve: %v", err)
+	}
+
+	enums, err := ScxEnums(spec)
+	if err != nil {
+		t.Fatalf("ScxEnums: %v", err)
+	}
+	// Values that have not changed since 6.12.
+	for name, want := range map[string]uint64{
+		"SCX_DSQ_GLOBAL":         1<<63 | 1,
+		"SCX_DSQ_LOCAL":          1<<63 | 2,
+		"SCX_KICK_PREEMPT":       2,
+		"SCX_ENQ_WAKEUP":         1,
+		"SCX_OPS_SWITCH_PARTIAL": 8,
+		"SCX_SLICE_DFL":          20000000,
+	} {
+		got, ok := enums[name]
+		if !ok {
+			t.Errorf("%s missing from ScxEnums", name)
+		} else if got != want {
+			t.Errorf("%s = %#x, want %#x", name, got, want)
+		}
+	}
+	if _, ok := enums["SCX_ENQ_PREEMPT"]; !ok {
+		t.Error("SCX_ENQ_PREEMPT missing from ScxEnums")
+	}
+	t.Logf("%d SCX_* enum values; SCX_ENQ_PREEMPT = %#x", len(enums), enums["SCX_ENQ_PREEMPT"])
+}
+
+// TestHostKernelBTF runs the pure functions on the running kernel's BTF.
+func TestHostKernelBTF(t *testing.T) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Skipf("no kernel BTF on this machine: %v", err)
+	}
+	api, err := KfuncGenerationFromBTF(spec)
+	if HasSchedExtOps(spec) {
+		if err != nil {
+			t.Fatalf("kernel has sched_ext_ops but: %v", err)
+		}
+		t.Logf("host kfunc API: %v", api)
+		return
+	}
+	if !errors.Is(err, ErrNoSchedExt) {
+		t.Errorf("kernel without sched_ext_ops: KfuncGenerationFromBTF = %v, %v; want ErrNoSchedExt", api, err)
+	}
+}
