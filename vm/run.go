@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			console.WriteString(line + "\n")
 			if cfg.Console != nil {
-				fmt.Fprintln(cfg.Console, line)
+				io.WriteString(cfg.Console, line+"\n")
 			}
 		}
 	}()
@@ -276,6 +277,23 @@ func readResults(path, dir string) (int, error) {
 		}
 	}
 	return code, nil
+}
+
+// kernelLogLine matches printk output on the console ("[    2.408510] …").
+var kernelLogLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] `)
+
+// CommandOutputOnly wraps a console writer so that it receives only what
+// the guest command printed, not the kernel's log lines. It expects whole
+// lines, as Run writes them.
+func CommandOutputOnly(w io.Writer) io.Writer { return lineFilter{w} }
+
+type lineFilter struct{ w io.Writer }
+
+func (f lineFilter) Write(p []byte) (int, error) {
+	if kernelLogLine.Match(p) {
+		return len(p), nil
+	}
+	return f.w.Write(p)
 }
 
 func tail(s string, n int) string {

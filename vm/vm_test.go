@@ -2,6 +2,7 @@ package vm_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -57,10 +58,32 @@ func TestVMReportsKernelPanic(t *testing.T) {
 
 func TestGuestDoctorSeesSchedExt(t *testing.T) {
 	vmtest.RequireGuest(t)
-	out, err := exec.Command(vmtest.HotlaneGuestPath, "doctor", "--require", "sched_ext").CombinedOutput()
-	t.Logf("hotlane doctor:\n%s", out)
+	out, err := exec.Command(vmtest.HotlaneGuestPath, "doctor", "--json", "--require", "sched_ext,scx_kfuncs").Output()
 	if err != nil {
-		t.Fatalf("hotlane doctor --require sched_ext: %v", err)
+		t.Fatalf("hotlane doctor --require sched_ext,scx_kfuncs: %v\n%s", err, out)
+	}
+	var report struct {
+		SchedExt struct {
+			InBTF  bool   `json:"in_btf"`
+			Sysfs  bool   `json:"sysfs"`
+			State  string `json:"state"`
+			Kfuncs struct {
+				API            string `json:"api"`
+				DsqInsert      string `json:"dsq_insert"`
+				DsqMoveToLocal string `json:"dsq_move_to_local"`
+			} `json:"kfuncs"`
+		} `json:"sched_ext"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, out)
+	}
+	se := report.SchedExt
+	if !se.InBTF || !se.Sysfs || se.State != "disabled" {
+		t.Errorf("sched_ext = %+v, want in BTF, in sysfs, disabled", se)
+	}
+	// The pinned 7.3.4 kernel has the 7.x kfunc generation.
+	if se.Kfuncs.API != "v2" || se.Kfuncs.DsqInsert != "scx_bpf_dsq_insert___v2" || se.Kfuncs.DsqMoveToLocal != "scx_bpf_dsq_move_to_local___v2" {
+		t.Errorf("kfuncs = %+v, want the v2 generation", se.Kfuncs)
 	}
 }
 

@@ -28,7 +28,7 @@ func runVM(ctx context.Context, args []string) int {
 	results := fs.String("results", "", "copy the files the guest leaves in /results here (default: a new temporary directory)")
 	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple")
 	printVmlinux := fs.Bool("print-vmlinux", false, "fetch the kernel, print the path of its uncompressed vmlinux (with BTF) and exit")
-	quiet := fs.Bool("q", false, "do not stream the guest console; print it only if the run fails")
+	kernelLog := fs.Bool("kernel-log", false, "also show the guest kernel's messages, not only the command's output")
 	var add listFlag
 	fs.Var(&add, "add", "add a host file (and, for a program, its shared libraries) to the guest as HOST[:GUEST] (repeatable; GUEST defaults to HOST)")
 	fs.Usage = func() {
@@ -100,14 +100,12 @@ Flags:
 		}
 		cfg.Executables[vm.ScxSimpleGuestPath] = bin
 	}
-	if !*quiet {
-		cfg.Console = os.Stdout
+	cfg.Console = os.Stdout
+	if !*kernelLog {
+		cfg.Console = vm.CommandOutputOnly(os.Stdout)
 	}
 	res, err := vm.Run(ctx, cfg)
 	if err != nil {
-		if *quiet && res != nil {
-			os.Stdout.WriteString(res.Console)
-		}
 		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
 		return exitError
 	}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hotlaneBinary builds the CLI as users run it.
+func hotlaneBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hotlane")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runCLI runs hotlane and returns stdout, stderr and the exit code.
+func runCLI(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), 0
+	case errors.As(err, &exitErr):
+		return stdout.String(), stderr.String(), exitErr.ExitCode()
+	default:
+		t.Fatalf("run %v: %v", args, err)
+		return "", "", -1
+	}
+}
+
+func TestBadInputGivesOneClearLine(t *testing.T) {
+	bin := hotlaneBinary(t)
+	for _, tc := range []struct {
+		args []string
+		want string // in the one line on stderr
+	}{
+		{[]string{"vm", "--kernel", "/nonexistent", "--", "doctor"}, "/nonexistent does not exist"},
+		{[]string{"vm", "--kernel", "bogus-suite", "--", "doctor"}, `unknown Debian suite "bogus-suite"`},
+		{[]string{"doctor", "--require", "bogus"}, "bogus"},
+		{[]string{"no-such-command"}, `unknown command "no-such-command"`},
+	} {
+		_, stderr, code := runCLI(t, bin, tc.args...)
+		if code != exitError {
+			t.Errorf("hotlane %v: exit %d, want %d", tc.args, code, exitError)
+		}
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+			t.Errorf("hotlane %v: stderr %q, want one line containing %q", tc.args, stderr, tc.want)
+		}
+	}
+}
+
+// The development hosts run a kernel without sched_ext: doctor says so,
+// with advice, and still exits 0; --require turns it into a failure.
+func TestDoctorOnHostWithoutSchedExt(t *testing.T) {
+	if os.Getenv("HOTLANE_IN_VM") == "1" {
+		t.Skip("this test is about the host kernel")
+	}
+	if _, err := os.Stat("/sys/kernel/sched_ext"); err == nil {
+		t.Skip("this host kernel has sched_ext")
+	}
+	bin := hotlaneBinary(t)
+	stdout, _, code := runCLI(t, bin, "doctor")
+	if code != exitOK {
+		t.Errorf("doctor: exit %d, want 0", code)
+	}
+	if !strings.Contains(stdout, "lacks CONFIG_SCHED_CLASS_EXT: run `hotlane vm`") {
+		t.Errorf("doctor output lacks the sched_ext advice:\n%s", stdout)
+	}
+	if _, _, code := runCLI(t, bin, "doctor", "--require", "sched_ext"); code != exitFail {
+		t.Errorf("doctor --require sched_ext: exit %d, want %d", code, exitFail)
+	}
+}
