@@ -25,6 +25,7 @@ func runVM(ctx context.Context, args []string) int {
 	timeout := fs.Duration("timeout", 5*time.Minute, "kill the guest after this long")
 	memory := fs.String("memory", "2G", "guest memory (qemu -m)")
 	cpus := fs.Int("cpus", 2, "guest CPUs")
+	mttcg := fs.Bool("mttcg", false, "run each guest CPU on its own host thread: faster, but qemu 7.2 then sometimes crashes the guest when the kernel patches live code (BPF trampolines)")
 	results := fs.String("results", "", "copy the files the guest leaves in /results here (default: a new temporary directory)")
 	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple")
 	printVmlinux := fs.Bool("print-vmlinux", false, "fetch the kernel, print the path of its uncompressed vmlinux (with BTF) and exit")
@@ -80,7 +81,7 @@ Flags:
 	}
 	cfg := vm.Config{
 		Kernel: k, Init: self, Args: fs.Args(),
-		Memory: *memory, CPUs: *cpus, Timeout: *timeout,
+		Memory: *memory, CPUs: *cpus, Timeout: *timeout, MultiThreadedTCG: *mttcg,
 		ResultsDir:  *results,
 		Files:       map[string]string{},
 		Executables: map[string]string{},
