@@ -22,3 +22,9 @@ package bpf
 //
 //go:generate -command bpf2go go tool bpf2go -cc clang-19 -strip llvm-strip-19 -cflags "-O2 -g -Wall -Werror -mcpu=v3 -fms-extensions -Wno-microsoft-anon-tag -Iinclude" -target amd64
 //go:generate bpf2go Hookcheck hookcheck.bpf.c
+//
+// The scheduler is compiled once per sched_ext kfunc generation; see
+// include/scx_api.h for why, and loader.KfuncGeneration for the choice.
+//go:generate bpf2go -no-global-types Sched612 sched.bpf.c -- -DHL_SCX_API=612
+//go:generate bpf2go -no-global-types Sched613 sched.bpf.c -- -DHL_SCX_API=613
+//go:generate bpf2go -no-global-types Sched700 sched.bpf.c -- -DHL_SCX_API=700

@@ -105,3 +105,25 @@ func effectiveCaps() (uint64, error) {
 	}
 	return uint64(data[1].Effective)<<32 | uint64(data[0].Effective), nil
 }
+
+// RequireCapabilities returns an error wrapping ErrMissingCapabilities that
+// names every capability in names the process does not hold, so a command
+// can fail before it half-attaches anything.
+func RequireCapabilities(names ...string) error {
+	eff, err := effectiveCaps()
+	if err != nil {
+		return err
+	}
+	info := CapsFromMask(eff)
+	var missing []string
+	for _, n := range names {
+		if !info.has(n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s; run as root or grant them (setcap %s+ep)", ErrMissingCapabilities,
+			strings.Join(missing, ", "), strings.ToLower(strings.Join(missing, ",")))
+	}
+	return nil
+}

@@ -25,3 +25,6 @@ var (
 	// ErrUnknownFeature means a feature name is not one Probe reports.
 	ErrUnknownFeature = errors.New("unknown feature")
 )
+
+// ErrMissingCapabilities is returned by RequireCapabilities.
+var ErrMissingCapabilities = errors.New("missing capabilities")

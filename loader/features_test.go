@@ -174,8 +174,8 @@ func TestEffectiveCaps(t *testing.T) {
 
 func TestReadSchedExtSysfs(t *testing.T) {
 	dir := t.TempDir()
-	s, err := readSchedExtSysfs(filepath.Join(dir, "absent"))
-	if err != nil || s.present {
+	s, err := ReadSchedExtStatus(filepath.Join(dir, "absent"))
+	if err != nil || s.Present {
 		t.Errorf("absent dir: %+v, %v", s, err)
 	}
 
@@ -192,22 +192,22 @@ func TestReadSchedExtSysfs(t *testing.T) {
 	}
 	write("state", "disabled\n")
 	write("switch_all", "0\n")
-	s, err = readSchedExtSysfs(se)
+	s, err = ReadSchedExtStatus(se)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (schedExtSysfs{present: true, state: "disabled"}); s != want {
+	if want := (SchedExtStatus{Present: true, State: "disabled"}); s != want {
 		t.Errorf("disabled: %+v, want %+v", s, want)
 	}
 
 	write("state", "enabled\n")
 	write("root/ops", "simple\n")
 	write("switch_all", "1\n")
-	s, err = readSchedExtSysfs(se)
+	s, err = ReadSchedExtStatus(se)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (schedExtSysfs{present: true, state: "enabled", ops: "simple", switchAll: true}); s != want {
+	if want := (SchedExtStatus{Present: true, State: "enabled", Ops: "simple", SwitchAll: true}); s != want {
 		t.Errorf("enabled: %+v, want %+v", s, want)
 	}
 }

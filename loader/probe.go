@@ -135,8 +135,8 @@ func probeSchedExt(f *Features, spec *btf.Spec, kconf kconfig) Feature {
 	if v, ok := kconf.value("CONFIG_SCHED_CLASS_EXT"); ok {
 		se.Kconfig = v
 	}
-	sys, err := readSchedExtSysfs(SchedExtSysfs)
-	se.Sysfs, se.State, se.Ops, se.SwitchAll = sys.present, sys.state, sys.ops, sys.switchAll
+	sys, err := ReadSchedExtStatus(SchedExtSysfs)
+	se.Sysfs, se.State, se.Ops, se.SwitchAll = sys.Present, sys.State, sys.Ops, sys.SwitchAll
 	if err != nil {
 		c.Error = err.Error()
 	}

@@ -23,37 +23,37 @@ const (
 	KernelBTFPath = "/sys/kernel/btf/vmlinux"
 )
 
-// schedExtSysfs is what /sys/kernel/sched_ext says.
-type schedExtSysfs struct {
-	present   bool
-	state     string // enabled, disabled, enabling, disabling
-	ops       string // name of the running BPF scheduler, if any
-	switchAll bool   // all tasks (not only SCHED_EXT ones) are on sched_ext
+// SchedExtStatus is what /sys/kernel/sched_ext says.
+type SchedExtStatus struct {
+	Present   bool
+	State     string // enabled, disabled, enabling, disabling
+	Ops       string // name of the running BPF scheduler, if any
+	SwitchAll bool   // all tasks (not only SCHED_EXT ones) are on sched_ext
 }
 
-// readSchedExtSysfs reads the sched_ext sysfs directory dir (normally
+// ReadSchedExtStatus reads the sched_ext sysfs directory dir (normally
 // SchedExtSysfs). A missing dir is not an error: it means no sched_ext.
-func readSchedExtSysfs(dir string) (schedExtSysfs, error) {
-	var s schedExtSysfs
+func ReadSchedExtStatus(dir string) (SchedExtStatus, error) {
+	var s SchedExtStatus
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return s, nil
 	} else if err != nil {
 		return s, fmt.Errorf("stat %s: %w", dir, err)
 	}
-	s.present = true
+	s.Present = true
 	state, err := readTrimmed(filepath.Join(dir, "state"))
 	if err != nil {
 		return s, err
 	}
-	s.state = state
+	s.State = state
 	// root/ops exists only while a BPF scheduler is loaded.
 	if ops, err := readTrimmed(filepath.Join(dir, "root", "ops")); err == nil {
-		s.ops = ops
+		s.Ops = ops
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return s, err
 	}
 	if sw, err := readTrimmed(filepath.Join(dir, "switch_all")); err == nil {
-		s.switchAll = sw == "1"
+		s.SwitchAll = sw == "1"
 	}
 	return s, nil
 }

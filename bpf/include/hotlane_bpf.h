@@ -136,6 +136,12 @@ static long (* const bpf_probe_read_kernel)(void *dst, __u32 size,
 					    const void *unsafe_ptr) =
 	(void *)BPF_FUNC_probe_read_kernel;
 
+/* Copies a NUL-terminated kernel string (at most size bytes, always
+ * terminated); returns its length including the NUL, or a negative error. */
+static long (* const bpf_probe_read_kernel_str)(void *dst, __u32 size,
+						const void *unsafe_ptr) =
+	(void *)BPF_FUNC_probe_read_kernel_str;
+
 /*
  * Ring buffer (BPF_MAP_TYPE_RINGBUF). reserve/submit avoids a copy; every
  * reserved record must be submitted or discarded on all paths, which the

@@ -1,0 +1,354 @@
+//go:build ignore
+
+/*
+ * sched.bpf.c - hotlane: a sched_ext scheduler with a high-priority lane.
+ *
+ * Tasks are put in classes by the shared classifier (classify.bpf.h) using
+ * the rule table the loader compiled from the policy. Classes marked high
+ * priority ("inference") share one FIFO dispatch queue that every CPU
+ * consumes first; all other classes share one weighted-vtime queue. Policy
+ * decisions, in the order a task meets them:
+ *
+ *  1. select_cpu: a waking task that finds an idle CPU is inserted straight
+ *     into that CPU's local queue. No shared queue, no lock, no latency.
+ *  2. enqueue: per-CPU kthreads go to their CPU's local queue and preempt
+ *     whatever runs there: they are short and other work waits on them.
+ *     High-priority tasks go to the high queue; if their class may preempt,
+ *     a CPU is kicked for them (an idle one if any, else the CPU whose
+ *     lower-class task has run the longest). Other tasks go to the fair
+ *     queue in vtime order, with at most one slice of banked credit.
+ *  3. dispatch: the high queue first, then the fair queue, except when the
+ *     fair queue has waited longer than starvation_ns: then it goes first,
+ *     so inference tasks saturating every CPU cannot starve the rest.
+ *  4. running/stopping: per-CPU bookkeeping for victim selection, and the
+ *     vtime charge of fair tasks, scaled by class and task weight.
+ *
+ * Compiled once per sched_ext kfunc generation (scx_api.h); the loader
+ * chooses the object and fills the read-only settings below.
+ */
+#include "vmlinux.h"
+#include "hotlane_bpf.h"
+#include "scx_api.h"
+#include "classify.bpf.h"
+
+LICENSE("GPL");
+
+#define HL_DSQ_HIGH 1
+#define HL_DSQ_FAIR 2
+#define HL_MAX_CPUS 512
+#define PF_KTHREAD 0x00200000 /* include/linux/sched.h; stable since 2.6 */
+
+/* Per-class knobs; mirrored by policy.ClassConfig. */
+struct hl_class {
+	u64 slice_ns;
+	u32 weight;
+	u8 high_priority;
+	u8 preempt;
+	u8 _pad[2];
+};
+
+/* Settings, written by the loader before load. */
+const volatile struct hl_class hl_classes[HL_MAX_CLASSES];
+const volatile u64 starvation_ns = 10ULL * 1000 * 1000;
+const volatile u32 nr_cpus = 1;
+/* Test knob, not a feature: call scx_bpf_error() after this many enqueues. */
+const volatile u64 debug_error_after = 0;
+
+/* The fair queue's clock: the vtime of the latest fair task to run. */
+u64 vtime_now;
+/* When the fair queue was last served, or last seen empty. */
+u64 fair_served_at;
+u64 nr_enqueues;
+
+/* Who runs on each CPU, for choosing a preemption victim. */
+struct hl_cpu {
+	u64 started_at;
+	u32 busy;
+	u32 high;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HL_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct hl_cpu);
+} cpus SEC(".maps");
+
+/* Counters read by `hotlane run` every stats interval; mirrored in sched.Stats. */
+struct hl_stats {
+	u64 enqueued[HL_MAX_CLASSES];
+	u64 dispatched[HL_MAX_CLASSES];	/* times a task of the class started running */
+	u64 direct_idle[HL_MAX_CLASSES];	/* woken straight onto an idle CPU */
+	u64 preempt_kicks;
+	u64 idle_kicks;
+	u64 guard_dispatches;
+	u64 kthread_direct;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct hl_stats);
+} stats SEC(".maps");
+
+/* Why the scheduler ended, copied from the kernel in ops.exit. */
+struct hl_exit_info {
+	s64 kind;
+	s64 exit_code;
+	char reason[128];
+	char msg[1024];
+};
+
+struct hl_exit_info exit_info;
+
+bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
+s32 scx_bpf_pick_idle_cpu(const struct cpumask *cpus_allowed, u64 flags) __ksym;
+
+static __always_inline struct hl_stats *stats_get(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&stats, &zero);
+}
+
+static __always_inline const volatile struct hl_class *class_get(u32 id)
+{
+	return &hl_classes[id < HL_MAX_CLASSES ? id : HL_MAX_CLASSES - 1];
+}
+
+static __always_inline bool is_percpu_kthread(struct task_struct *p)
+{
+	return (p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1;
+}
+
+/*
+ * Make a CPU pick up a high-priority task that was just queued: an idle CPU
+ * if there is one, else the allowed CPU whose lower-class task has run the
+ * longest, since it has had the most of its share.
+ */
+static void kick_for(struct task_struct *p, struct hl_stats *st)
+{
+	u64 now = bpf_ktime_get_ns(), longest = 0;
+	s32 cpu, victim = -1;
+
+	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	if (cpu >= 0) {
+		scx_bpf_kick_cpu(cpu, HL_KICK_IDLE);
+		if (st)
+			st->idle_kicks++;
+		return;
+	}
+
+	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
+		struct hl_cpu *c;
+		u32 key = i;
+
+		if (i >= nr_cpus)
+			break;
+		if (!bpf_cpumask_test_cpu(i, p->cpus_ptr))
+			continue;
+		c = bpf_map_lookup_elem(&cpus, &key);
+		if (!c || !c->busy || c->high)
+			continue;
+		if (now - c->started_at >= longest) {
+			longest = now - c->started_at;
+			victim = i;
+		}
+	}
+	if (victim >= 0) {
+		scx_bpf_kick_cpu(victim, HL_KICK_PREEMPT);
+		if (st)
+			st->preempt_kicks++;
+	}
+}
+
+SEC("struct_ops/hl_select_cpu")
+s32 hl_select_cpu(u64 *ctx)
+{
+	struct task_struct *p = (void *)ctx[0];
+	s32 prev_cpu = ctx[1];
+	u64 wake_flags = ctx[2];
+	bool is_idle = false;
+	s32 cpu;
+
+	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+	if (is_idle) {
+		u32 cls = hl_classify(p);
+		struct hl_stats *st = stats_get();
+
+		hl_dsq_insert(p, HL_DSQ_LOCAL, class_get(cls)->slice_ns, 0);
+		if (st && cls < HL_MAX_CLASSES)
+			st->direct_idle[cls]++;
+	}
+	return cpu;
+}
+
+SEC("struct_ops/hl_enqueue")
+int hl_enqueue(u64 *ctx)
+{
+	struct task_struct *p = (void *)ctx[0];
+	u64 enq_flags = ctx[1];
+	u32 cls = hl_classify(p);
+	const volatile struct hl_class *c = class_get(cls);
+	struct hl_stats *st = stats_get();
+	u64 vtime, n;
+	s32 idle;
+
+	n = __sync_fetch_and_add(&nr_enqueues, 1) + 1;
+	if (debug_error_after && n == debug_error_after)
+		hl_error("debug: error injected after %llu enqueues", n);
+	if (st && cls < HL_MAX_CLASSES)
+		st->enqueued[cls]++;
+
+	if (is_percpu_kthread(p)) {
+		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, enq_flags | HL_ENQ_PREEMPT);
+		if (st)
+			st->kthread_direct++;
+		return 0;
+	}
+
+	if (c->high_priority) {
+		hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
+		if (c->preempt)
+			kick_for(p, st);
+		return 0;
+	}
+
+	/* Credit for time spent sleeping is capped at one slice. */
+	vtime = p->scx.dsq_vtime;
+	if ((s64)(vtime - (vtime_now - c->slice_ns)) < 0)
+		vtime = vtime_now - c->slice_ns;
+	hl_dsq_insert_vtime(p, HL_DSQ_FAIR, c->slice_ns, vtime, enq_flags);
+
+	/* A queued task must not wait while a CPU idles. */
+	idle = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	if (idle >= 0)
+		scx_bpf_kick_cpu(idle, HL_KICK_IDLE);
+	return 0;
+}
+
+SEC("struct_ops/hl_dispatch")
+int hl_dispatch(u64 *ctx)
+{
+	u64 now = bpf_ktime_get_ns();
+	struct hl_stats *st;
+
+	if (scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) == 0) {
+		fair_served_at = now;
+	} else if (now - fair_served_at > starvation_ns) {
+		if (hl_dsq_move_to_local(HL_DSQ_FAIR)) {
+			st = stats_get();
+			if (st)
+				st->guard_dispatches++;
+			return 0;
+		}
+	}
+	if (hl_dsq_move_to_local(HL_DSQ_HIGH))
+		return 0;
+	hl_dsq_move_to_local(HL_DSQ_FAIR);
+	return 0;
+}
+
+SEC("struct_ops/hl_running")
+int hl_running(u64 *ctx)
+{
+	struct task_struct *p = (void *)ctx[0];
+	u32 cls = hl_classify(p), key = bpf_get_smp_processor_id();
+	const volatile struct hl_class *c = class_get(cls);
+	struct hl_stats *st = stats_get();
+	struct hl_cpu *cpu = bpf_map_lookup_elem(&cpus, &key);
+	u64 now = bpf_ktime_get_ns();
+
+	if (cpu) {
+		cpu->started_at = now;
+		cpu->busy = 1;
+		cpu->high = c->high_priority;
+	}
+	if (st && cls < HL_MAX_CLASSES)
+		st->dispatched[cls]++;
+	if (!c->high_priority) {
+		fair_served_at = now;
+		if ((s64)(p->scx.dsq_vtime - vtime_now) > 0)
+			vtime_now = p->scx.dsq_vtime;
+	}
+	return 0;
+}
+
+SEC("struct_ops/hl_stopping")
+int hl_stopping(u64 *ctx)
+{
+	struct task_struct *p = (void *)ctx[0];
+	u32 cls = hl_classify(p), key = bpf_get_smp_processor_id();
+	const volatile struct hl_class *c = class_get(cls);
+	struct hl_cpu *cpu = bpf_map_lookup_elem(&cpus, &key);
+	u64 used, weight;
+
+	if (cpu)
+		cpu->busy = 0;
+	if (c->high_priority)
+		return 0;
+
+	/* Charge the slice used, scaled down by class weight and nice weight. */
+	used = c->slice_ns > p->scx.slice ? c->slice_ns - p->scx.slice : 0;
+	weight = (u64)(c->weight ?: 1) * (p->scx.weight ?: 1);
+	hl_set_dsq_vtime(p, p->scx.dsq_vtime + used * 100 * 100 / weight);
+	return 0;
+}
+
+SEC("struct_ops/hl_enable")
+int hl_enable(u64 *ctx)
+{
+	struct task_struct *p = (void *)ctx[0];
+
+	hl_set_dsq_vtime(p, vtime_now);
+	return 0;
+}
+
+SEC("struct_ops.s/hl_init")
+s32 hl_init(u64 *ctx)
+{
+	s32 err;
+
+	err = scx_bpf_create_dsq(HL_DSQ_HIGH, -1);
+	if (err) {
+		hl_error("create high-priority DSQ: %d", err);
+		return err;
+	}
+	err = scx_bpf_create_dsq(HL_DSQ_FAIR, -1);
+	if (err) {
+		hl_error("create fair DSQ: %d", err);
+		return err;
+	}
+	return 0;
+}
+
+SEC("struct_ops/hl_exit")
+int hl_exit(u64 *ctx)
+{
+	struct scx_exit_info *ei = (void *)ctx[0];
+
+	exit_info.kind = ei->kind;
+	exit_info.exit_code = ei->exit_code;
+	bpf_probe_read_kernel_str(exit_info.reason, sizeof(exit_info.reason), ei->reason);
+	bpf_probe_read_kernel_str(exit_info.msg, sizeof(exit_info.msg), ei->msg);
+	return 0;
+}
+
+/*
+ * flags and timeout_ms are rewritten by the loader (partial mode, the
+ * watchdog timeout); the values here are the defaults.
+ */
+SEC(".struct_ops.link")
+struct sched_ext_ops hotlane_ops = {
+	.select_cpu = (void *)hl_select_cpu,
+	.enqueue = (void *)hl_enqueue,
+	.dispatch = (void *)hl_dispatch,
+	.running = (void *)hl_running,
+	.stopping = (void *)hl_stopping,
+	.enable = (void *)hl_enable,
+	.init = (void *)hl_init,
+	.exit = (void *)hl_exit,
+	.timeout_ms = 5000,
+	.name = "hotlane",
+};

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/sched"
+)
+
+func runRun(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	policyPath := fs.String("policy", "", "policy file (JSON) defining the task classes; default: the built-in policy with --inference-comm")
+	checkPolicy := fs.String("check-policy", "", "validate this policy file, print its classes and exit without loading anything")
+	var comms listFlag
+	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
+	partial := fs.Bool("partial", false, "schedule only tasks that chose SCHED_EXT (SCX_OPS_SWITCH_PARTIAL); others stay on the default scheduler")
+	interval := fs.Duration("stats-interval", time.Second, "how often to print a stats line")
+	quiet := fs.Bool("q", false, "print no stats lines")
+	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file")
+	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
+	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: the longest normal tasks wait while high-priority tasks keep every CPU busy")
+	debugError := fs.Uint64("debug-error-after", 0, "testing only: make the BPF code fail with scx_bpf_error after N enqueues")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: hotlane run [flags]
+
+Registers the hotlane sched_ext scheduler and keeps it running until Ctrl-C
+or SIGTERM. Tasks of high-priority classes ("inference") get their own
+dispatch queue, consumed before all others, and may preempt lower classes;
+the rest share a weighted-vtime queue. If hotlane dies (even kill -9) the
+kernel returns every task to its default scheduler.
+
+On exit it prints why the scheduler ended (the kernel's exit kind, reason
+and message) and exits non-zero if that was an error.
+
+Examples:
+  hotlane run --inference-comm infer --inference-comm triton
+  hotlane run --policy policy.json --stats-json stats.jsonl
+  hotlane run --check-policy policy.json
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitError
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "hotlane run: unexpected argument %q\n", fs.Arg(0))
+		return exitError
+	}
+
+	if *checkPolicy != "" {
+		p, err := policy.Load(*checkPolicy)
+		if err == nil {
+			_, err = p.Compile(policy.DefaultCgroupRoot)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+			return exitError
+		}
+		fmt.Printf("%s: ok, %d classes: %v\n", *checkPolicy, len(p.Classes), p.ClassNames())
+		return exitOK
+	}
+
+	var p *policy.Policy
+	if *policyPath != "" {
+		if len(comms) > 0 {
+			fmt.Fprintln(os.Stderr, "hotlane run: --inference-comm applies to the built-in policy; put the comms in the policy file instead")
+			return exitError
+		}
+		var err error
+		if p, err = policy.Load(*policyPath); err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+			return exitError
+		}
+	} else {
+		p = policy.Default(comms...)
+	}
+	table, err := p.Compile(policy.DefaultCgroupRoot)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+		return exitError
+	}
+
+	opts := sched.RunOptions{StatsInterval: *interval, Text: os.Stdout}
+	if *quiet {
+		opts.Text = nil
+	}
+	if *statsJSON != "" {
+		f, err := os.Create(*statsJSON)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+			return exitError
+		}
+		defer f.Close()
+		opts.JSON = f
+	}
+	if opts.Text == nil && opts.JSON == nil {
+		opts.StatsInterval = 0
+	}
+	opts.Started = func(s *sched.Scheduler) {
+		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, classes %v, %s mode)\n",
+			s.Object, s.Classes(), map[bool]string{true: "partial", false: "full"}[*partial])
+	}
+	info, err := sched.Run(ctx, sched.Config{
+		Table: table, Partial: *partial, Timeout: *timeout, Starvation: *starvation, DebugErrorAfter: *debugError,
+	}, opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(os.Stderr, "hotlane: scheduler exited: %s\n", info)
+	if info.IsError() {
+		return exitFail
+	}
+	return exitOK
+}

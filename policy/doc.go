@@ -1,0 +1,49 @@
+// Package policy owns hotlane's task classes: the JSON policy file that
+// defines them, its validation, the built-in default policy, and compiling a
+// policy into the rule table that the BPF classifier
+// (bpf/include/classify.bpf.h) evaluates in the kernel. The scheduler and the
+// tracer load the same table, so both put a task in the same class.
+//
+// A policy is an ordered list of 1 to 8 classes; a task belongs to the first
+// class that matches it:
+//
+//	{
+//	  "classes": [
+//	    {
+//	      "name": "inference",
+//	      "high_priority": true,
+//	      "preempt": true,
+//	      "slice": "2ms",
+//	      "match": [
+//	        {"comm_prefix": "infer"},
+//	        {"process_comm": "triton", "cgroup": "/inference.slice"}
+//	      ]
+//	    },
+//	    {"name": "normal"}
+//	  ]
+//	}
+//
+// A class matches when any of its matchers does; a matcher matches when all
+// of its fields hold: comm_prefix, comm (the thread's name), process_comm_prefix,
+// process_comm (the group leader's name), pid, tgid, cgroup (a cgroup v2 path
+// relative to the cgroup2 mount; the task is in it or below it) and sched_ext
+// (true: the task chose SCHED_EXT). Names are compared as bytes, at most 15.
+// Each matcher becomes one BPF rule; a policy has at most 32.
+//
+// The last class is the catch-all: it has no matchers and every other class
+// has some. Knobs and their defaults:
+//
+//   - slice: how long a task runs before others get a turn, a Go duration
+//     from 100us to 100ms; default 2ms for high_priority classes, else 5ms.
+//   - weight: share of the fair lane, 1 to 10000; default 100.
+//   - high_priority: the class uses the high-priority lane, consumed before
+//     the fair one; default false. The catch-all cannot be high priority.
+//   - preempt: a waking task that finds no idle CPU preempts one running a
+//     lower class; needs high_priority; default false.
+//
+// Class names are 1 to 15 characters of a-z, 0-9, _ and -, and unique.
+//
+// Parse and Load report problems as *Error, one line that names the file,
+// the line and column for JSON-level mistakes, and the class and matcher
+// concerned; all match ErrInvalidPolicy with errors.Is.
+package policy

@@ -1,0 +1,518 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxFileSize bounds Load: a policy is a few hundred bytes, so anything much
+// bigger is the wrong file (or /dev/zero) and should not be read to the end.
+const maxFileSize = 1 << 20
+
+// Load reads and parses the policy file at path; see Parse.
+func Load(path string) (*Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read policy: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read policy %s: %w", path, err)
+	}
+	if len(data) > maxFileSize {
+		return nil, &Error{Source: path, Msg: fmt.Sprintf("file is larger than %d bytes; is it a policy file?", maxFileSize)}
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a JSON policy; name (usually the file name)
+// prefixes error messages and becomes the policy's Source. Omitted knobs get
+// their defaults. Errors are *Error and match ErrInvalidPolicy.
+func Parse(name string, data []byte) (*Policy, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &Error{Source: name, Msg: `empty policy; write a JSON object such as {"classes": [{"name": "normal"}]}`}
+	}
+	// Unmarshal checks the syntax of the whole text before decoding and,
+	// unlike a Decoder, reports offsets from the start of the text.
+	var v json.RawMessage
+	if err := json.Unmarshal(data, &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			off := int(se.Offset)
+			if off > 0 && off <= len(data) && !strings.HasPrefix(se.Error(), "unexpected end") {
+				off-- // Offset is just past the offending byte
+			}
+			return nil, posError(name, data, off, "invalid JSON: "+strings.TrimPrefix(se.Error(), "json: "))
+		}
+		return nil, &Error{Source: name, Msg: "invalid JSON: " + err.Error(), err: err}
+	}
+	spans, err := checkKeys(name, data)
+	if err != nil {
+		return nil, err
+	}
+
+	var raw rawPolicy
+	dec := json.NewDecoder(bytes.NewReader(data))
+	// checkKeys has already rejected unknown fields with their position;
+	// this is a backstop should the two ever disagree.
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			off := valueStart(data, int(te.Offset))
+			e := posError(name, data, off, typeMessage(te))
+			e.Class, e.Matcher = locate(spans, off)
+			return nil, e
+		}
+		return nil, &Error{Source: name, Msg: strings.TrimPrefix(err.Error(), "json: "), err: err}
+	}
+
+	p, err := raw.policy(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// The raw types mirror the JSON with pointers, so that an explicit bad value
+// ("weight": 0, "pid": -1) is told apart from an omitted one.
+type rawPolicy struct {
+	Classes []rawClass `json:"classes"`
+}
+
+type rawClass struct {
+	Name         *string      `json:"name"`
+	HighPriority *bool        `json:"high_priority"`
+	Preempt      *bool        `json:"preempt"`
+	Slice        *string      `json:"slice"`
+	Weight       *int64       `json:"weight"`
+	Match        []rawMatcher `json:"match"`
+}
+
+type rawMatcher struct {
+	CommPrefix        *string `json:"comm_prefix"`
+	Comm              *string `json:"comm"`
+	ProcessCommPrefix *string `json:"process_comm_prefix"`
+	ProcessComm       *string `json:"process_comm"`
+	PID               *int64  `json:"pid"`
+	TGID              *int64  `json:"tgid"`
+	Cgroup            *string `json:"cgroup"`
+	SchedExt          *bool   `json:"sched_ext"`
+}
+
+// policy applies defaults and converts, rejecting explicit values that the
+// Go types cannot hold or that would silently mean "unset".
+func (r *rawPolicy) policy(source string) (*Policy, error) {
+	p := &Policy{Source: source, Classes: make([]Class, len(r.Classes))}
+	for i := range r.Classes {
+		rc := &r.Classes[i]
+		c := &p.Classes[i]
+		c.Name = deref(rc.Name)
+		c.HighPriority = deref(rc.HighPriority)
+		c.Preempt = deref(rc.Preempt)
+		c.Slice = DefaultSlice
+		if c.HighPriority {
+			c.Slice = DefaultHighPrioritySlice
+		}
+		if rc.Slice != nil {
+			d, err := time.ParseDuration(*rc.Slice)
+			if err != nil {
+				return nil, p.errorf(i, -1, nil, `slice %q is not a duration; write e.g. "2ms" or "500us"`, *rc.Slice)
+			}
+			c.Slice = d
+		}
+		c.Weight = DefaultWeight
+		if rc.Weight != nil {
+			if w := *rc.Weight; w < MinWeight || w > MaxWeight {
+				return nil, p.errorf(i, -1, nil, "weight %d is out of range; use %d to %d", w, MinWeight, MaxWeight)
+			}
+			c.Weight = uint32(*rc.Weight)
+		}
+		if len(rc.Match) > 0 {
+			c.Match = make([]Matcher, len(rc.Match))
+		}
+		for j, rm := range rc.Match {
+			m, msg := rm.matcher()
+			if msg != "" {
+				return nil, p.errorf(i, j, nil, "%s", msg)
+			}
+			c.Match[j] = m
+		}
+	}
+	return p, nil
+}
+
+func (r rawMatcher) matcher() (Matcher, string) {
+	m := Matcher{
+		CommPrefix:        deref(r.CommPrefix),
+		Comm:              deref(r.Comm),
+		ProcessCommPrefix: deref(r.ProcessCommPrefix),
+		ProcessComm:       deref(r.ProcessComm),
+		Cgroup:            deref(r.Cgroup),
+		SchedExt:          deref(r.SchedExt),
+	}
+	for _, s := range []struct {
+		name string
+		v    *string
+	}{{"comm_prefix", r.CommPrefix}, {"comm", r.Comm}, {"process_comm_prefix", r.ProcessCommPrefix}, {"process_comm", r.ProcessComm}, {"cgroup", r.Cgroup}} {
+		if s.v != nil && *s.v == "" {
+			return m, fmt.Sprintf("%s is empty; give a name or leave the field out", s.name)
+		}
+	}
+	for _, id := range []struct {
+		name string
+		v    *int64
+		dst  *uint32
+	}{{"pid", r.PID, &m.PID}, {"tgid", r.TGID, &m.TGID}} {
+		if id.v == nil {
+			continue
+		}
+		if *id.v <= 0 || *id.v > MaxPID {
+			return m, fmt.Sprintf("%s %d is out of range; use 1 to %d", id.name, *id.v, MaxPID)
+		}
+		*id.dst = uint32(*id.v)
+	}
+	if r.SchedExt != nil && !*r.SchedExt {
+		return m, `"sched_ext": false cannot be matched; leave the field out to match tasks of any scheduling policy`
+	}
+	return m, ""
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// MarshalJSON writes the class in the policy file format, slice as a
+// duration string, so that a Policy (such as Default's) can be saved and
+// parsed back.
+func (c Class) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Name         string    `json:"name"`
+		HighPriority bool      `json:"high_priority,omitempty"`
+		Preempt      bool      `json:"preempt,omitempty"`
+		Slice        string    `json:"slice"`
+		Weight       uint32    `json:"weight"`
+		Match        []Matcher `json:"match,omitempty"`
+	}{c.Name, c.HighPriority, c.Preempt, c.Slice.String(), c.Weight, c.Match})
+}
+
+// UnmarshalJSON parses and validates a policy embedded in other JSON, as
+// Parse does; error positions are relative to the policy's own text.
+func (p *Policy) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil // the encoding/json convention
+	}
+	q, err := Parse(p.Source, data)
+	if err != nil {
+		return err
+	}
+	*p = *q
+	return nil
+}
+
+// jsonContext is the kind of JSON object or array being walked by checkKeys.
+type jsonContext int
+
+const (
+	ctxOther jsonContext = iota // values whose type the decoder checks
+	ctxPolicy
+	ctxClasses
+	ctxClass
+	ctxMatches
+	ctxMatcher
+)
+
+// keys returns the valid keys of an object in context c and what to call
+// the object, or nil for objects whose keys are not checked.
+func (c jsonContext) keys() ([]string, string) {
+	switch c {
+	case ctxPolicy:
+		return []string{"classes"}, "policy"
+	case ctxClass:
+		return []string{"name", "high_priority", "preempt", "slice", "weight", "match"}, "class"
+	case ctxMatcher:
+		return matcherFields(), "matcher"
+	}
+	return nil, ""
+}
+
+// span is where a class or matcher object lies in the text, so that an
+// error found by the decoder can name the class and matcher it is in.
+type span struct {
+	start, end     int
+	class, matcher int // 1-based; matcher 0 for a class
+}
+
+// locate returns the innermost class/matcher span around off.
+func locate(spans []span, off int) (class, matcher int) {
+	for _, s := range spans { // outer objects come first
+		if s.start <= off && off < s.end {
+			class, matcher = s.class, s.matcher
+		}
+	}
+	return class, matcher
+}
+
+// checkKeys walks the (syntactically valid) JSON text and rejects unknown
+// and duplicate keys with their line and column. encoding/json would match
+// keys case-insensitively and let a duplicate silently win; a policy is
+// better off strict.
+// It also returns the spans of the class and matcher objects.
+func checkKeys(name string, data []byte) ([]span, error) {
+	type frame struct {
+		ctx            jsonContext
+		object         bool
+		key            string // object: the key whose value is next, if haveKey
+		haveKey        bool
+		next           int    // array: index of the next element
+		seen           map[string]int
+		class, matcher int // 1-based indices in force, 0 if none
+		span           int // index in spans, or -1
+	}
+	var stack []*frame
+	var spans []span
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		start := skipSpace(data, int(dec.InputOffset()))
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return spans, nil
+		}
+		if err != nil { // Parse has checked the syntax already
+			return nil, posError(name, data, start, "invalid JSON: "+err.Error())
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			if top.span >= 0 {
+				spans[top.span].end = int(dec.InputOffset())
+			}
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 {
+				parent := stack[len(stack)-1]
+				parent.haveKey = false
+				parent.next++
+			}
+			continue
+		}
+		if top != nil && top.object && !top.haveKey {
+			key := tok.(string)
+			if valid, what := top.ctx.keys(); valid != nil {
+				e := &Error{Source: name, Class: top.class, Matcher: top.matcher}
+				e.Line, e.Column = lineCol(data, start)
+				if !contains(valid, key) {
+					e.Msg = fmt.Sprintf("unknown field %q%s; valid %s fields: %s", key, suggest(key, valid), what, strings.Join(valid, ", "))
+					return nil, e
+				}
+				if prev, dup := top.seen[key]; dup {
+					line, col := lineCol(data, prev)
+					e.Msg = fmt.Sprintf("duplicate field %q (first at %d:%d); keep one", key, line, col)
+					return nil, e
+				}
+				top.seen[key] = start
+			}
+			top.key, top.haveKey = key, true
+			continue
+		}
+		// tok is a value: work out what it is from where it sits.
+		ctx, class, matcher := ctxOther, 0, 0
+		if top == nil {
+			ctx = ctxPolicy
+		} else {
+			class, matcher = top.class, top.matcher
+			switch {
+			case top.ctx == ctxPolicy && top.key == "classes":
+				ctx = ctxClasses
+			case top.ctx == ctxClasses:
+				ctx, class = ctxClass, top.next+1
+			case top.ctx == ctxClass && top.key == "match":
+				ctx = ctxMatches
+			case top.ctx == ctxMatches:
+				ctx, matcher = ctxMatcher, top.next+1
+			}
+		}
+		d, ok := tok.(json.Delim)
+		if !ok { // a scalar
+			if top == nil {
+				return nil, nil // the decoder will say it is not an object
+			}
+			top.haveKey = false
+			top.next++
+			continue
+		}
+		object := d == '{'
+		if object != (ctx == ctxPolicy || ctx == ctxClass || ctx == ctxMatcher) {
+			ctx = ctxOther // wrong type; the decoder reports it
+		}
+		f := &frame{ctx: ctx, object: object, seen: map[string]int{}, class: class, matcher: matcher, span: -1}
+		if ctx == ctxClass || ctx == ctxMatcher {
+			f.span = len(spans)
+			spans = append(spans, span{start: start, end: len(data), class: class, matcher: matcher})
+		}
+		stack = append(stack, f)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest returns `, did you mean "x"?` for the valid key closest to key,
+// when it is close enough to be a typo.
+func suggest(key string, valid []string) string {
+	best, bestDist := "", 3
+	for _, v := range valid {
+		// A typo is at most 2 edits, and fewer than half the key: "bad" is
+		// not a typo of "pid".
+		if d := editDistance(strings.ToLower(key), v); d < bestDist && 2*d <= len(key) {
+			best, bestDist = v, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// typeMessage explains a JSON value of the wrong type.
+func typeMessage(te *json.UnmarshalTypeError) string {
+	field := te.Field
+	if i := strings.LastIndexByte(field, '.'); i >= 0 {
+		field = field[i+1:]
+	}
+	if field == "" {
+		return `a policy is a JSON object such as {"classes": [...]}, not ` + article(te.Value)
+	}
+	var want string
+	switch {
+	case field == "slice":
+		want = `a duration string such as "2ms"`
+	case field == "pid" || field == "tgid" || field == "weight":
+		want = "a whole number"
+	default:
+		switch te.Type.Kind() {
+		case reflect.String:
+			want = "a string"
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.Slice:
+			want = "a list [...]"
+		default:
+			want = "an object {...}"
+		}
+	}
+	return fmt.Sprintf("%q must be %s, not %s", field, want, article(te.Value))
+}
+
+// article turns encoding/json's description of a value ("string",
+// "number 1.5", "object") into a phrase.
+func article(v string) string {
+	switch {
+	case strings.HasPrefix(v, "number "):
+		return v
+	case v == "object" || v == "array":
+		return "an " + v
+	default:
+		return "a " + v
+	}
+}
+
+// valueStart finds where the value ends at off (where
+// json.UnmarshalTypeError.Offset points: past a literal, or past the opening
+// bracket of an object or array) begins, so errors point at its first byte.
+func valueStart(data []byte, off int) int {
+	off = min(max(off, 0), len(data))
+	if off == 0 {
+		return 0
+	}
+	switch c := data[off-1]; {
+	case c == '{' || c == '[':
+		return off - 1
+	case c == '"':
+		for i := off - 2; i >= 0; i-- {
+			if data[i] != '"' {
+				continue
+			}
+			bs := 0
+			for j := i - 1; j >= 0 && data[j] == '\\'; j-- {
+				bs++
+			}
+			if bs%2 == 0 {
+				return i
+			}
+		}
+		return off - 1
+	default: // number, true, false
+		i := off
+		for i > 0 && strings.IndexByte("+-.0123456789eEtruefalsn", data[i-1]) >= 0 {
+			i--
+		}
+		return i
+	}
+}
+
+func skipSpace(data []byte, off int) int {
+	for off < len(data) && strings.IndexByte(" \t\r\n,:", data[off]) >= 0 {
+		off++
+	}
+	return off
+}
+
+// lineCol converts a byte offset to a 1-based line and column, counting
+// columns in characters as editors do.
+func lineCol(data []byte, off int) (line, col int) {
+	off = min(max(off, 0), len(data))
+	before := data[:off]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	lineStart := bytes.LastIndexByte(before, '\n') + 1
+	return line, 1 + utf8.RuneCount(before[lineStart:])
+}
+
+func posError(name string, data []byte, off int, msg string) *Error {
+	line, col := lineCol(data, off)
+	return &Error{Source: name, Line: line, Column: col, Msg: msg}
+}

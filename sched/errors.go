@@ -1,0 +1,16 @@
+package sched
+
+import "errors"
+
+// Errors Load returns; test them with errors.Is.
+var (
+	// ErrNoSchedExt: the running kernel was built without sched_ext.
+	ErrNoSchedExt = errors.New("this kernel lacks CONFIG_SCHED_CLASS_EXT: run hotlane inside `hotlane vm` or use a 6.12+ kernel built with it")
+	// ErrOtherScheduler: another BPF scheduler is already enabled.
+	ErrOtherScheduler = errors.New("another sched_ext scheduler is running")
+	// ErrUnsupportedKernel: sched_ext is there but its kfuncs are of a
+	// generation hotlane has no object for.
+	ErrUnsupportedKernel = errors.New("unsupported sched_ext kfunc generation")
+	// ErrPermission: loading needs privileges the process lacks.
+	ErrPermission = errors.New("loading a BPF scheduler needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
+)

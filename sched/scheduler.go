@@ -1,0 +1,336 @@
+package sched
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/hotlane/hotlane/loader"
+	"github.com/hotlane/hotlane/policy"
+)
+
+// Limits of the knobs Load accepts.
+const (
+	DefaultTimeout    = 5 * time.Second
+	MaxTimeout        = 30 * time.Second // the kernel's SCX_WATCHDOG_MAX_TIMEOUT
+	DefaultStarvation = 10 * time.Millisecond
+	maxCPUs           = 512 // HL_MAX_CPUS in sched.bpf.c
+	structOpsName     = "hotlane_ops"
+)
+
+// Config is what Load needs to start the scheduler.
+type Config struct {
+	// Table is the compiled policy (policy.Policy.Compile).
+	Table *policy.Table
+	// Partial schedules only tasks that chose SCHED_EXT
+	// (SCX_OPS_SWITCH_PARTIAL); otherwise every normal task.
+	Partial bool
+	// Timeout is the sched_ext watchdog: a runnable task that waits this
+	// long makes the kernel eject the scheduler. 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Starvation bounds how long the fair queue waits while high-priority
+	// tasks keep every CPU busy. 0 means DefaultStarvation.
+	Starvation time.Duration
+	// DebugErrorAfter makes the BPF code call scx_bpf_error() after this
+	// many enqueues; for testing the error path only.
+	DebugErrorAfter uint64
+	// KernelBTF is the running kernel's BTF; nil loads it.
+	KernelBTF *btf.Spec
+}
+
+// Scheduler is a loaded and enabled hotlane scheduler.
+type Scheduler struct {
+	coll      *ebpf.Collection
+	link      link.Link
+	classes   []string
+	exitKinds map[int64]string
+	// Object names the kfunc generation that was loaded (612, 613, 700).
+	Object string
+}
+
+// Load checks the kernel, loads the scheduler object that matches its
+// sched_ext kfuncs with the policy written into it, and enables it. On any
+// error nothing stays loaded.
+func Load(cfg Config) (*Scheduler, error) {
+	if cfg.Table == nil {
+		return nil, errors.New("sched: no policy")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Starvation == 0 {
+		cfg.Starvation = DefaultStarvation
+	}
+	if cfg.Timeout < 100*time.Millisecond || cfg.Timeout > MaxTimeout {
+		return nil, fmt.Errorf("watchdog timeout %s out of range: use 100ms to %s", cfg.Timeout, MaxTimeout)
+	}
+	if cfg.Starvation < time.Millisecond || cfg.Starvation > cfg.Timeout/2 {
+		return nil, fmt.Errorf("starvation bound %s out of range: use 1ms to half the watchdog timeout (%s)", cfg.Starvation, cfg.Timeout/2)
+	}
+
+	status, err := loader.ReadSchedExtStatus(loader.SchedExtSysfs)
+	if err != nil {
+		return nil, err
+	}
+	if !status.Present {
+		return nil, ErrNoSchedExt
+	}
+	if err := loader.RequireCapabilities("CAP_BPF", "CAP_SYS_ADMIN"); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPermission, err)
+	}
+	if status.State != "disabled" {
+		return nil, fmt.Errorf("%w: %q is %s; stop it first", ErrOtherScheduler, status.Ops, status.State)
+	}
+
+	kernel := cfg.KernelBTF
+	if kernel == nil {
+		if kernel, err = btf.LoadKernelSpec(); err != nil {
+			return nil, fmt.Errorf("kernel BTF: %w", err)
+		}
+	}
+	kfuncs, err := loader.KfuncsFromBTF(kernel)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupportedKernel, err)
+	}
+	obj, err := objectFor(kfuncs)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := obj.load()
+	if err != nil {
+		return nil, fmt.Errorf("read scheduler object %s: %w", obj.name, err)
+	}
+	if err := configure(spec, cfg, kernel); err != nil {
+		return nil, err
+	}
+
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
+		Programs: ebpf.ProgramOptions{KernelTypes: kernel},
+	})
+	if err != nil {
+		return nil, explainLoadError(err)
+	}
+	l, err := link.AttachStructOps(link.StructOpsOptions{Map: coll.Maps[structOpsName]})
+	if err != nil {
+		coll.Close()
+		return nil, explainAttachError(err)
+	}
+	return &Scheduler{
+		coll:      coll,
+		link:      l,
+		classes:   cfg.Table.Names,
+		exitKinds: exitKindNames(kernel),
+		Object:    obj.name,
+	}, nil
+}
+
+// configure writes the policy and knobs into the object's read-only data
+// and the struct_ops value, before load.
+func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	if cpus > maxCPUs {
+		return fmt.Errorf("%d possible CPUs: hotlane is built for at most %d", cpus, maxCPUs)
+	}
+	vars := map[string]any{
+		"hl_rules":          cfg.Table.RulesArray(),
+		"hl_nr_rules":       cfg.Table.NrRules(),
+		"hl_classes":        cfg.Table.ClassesArray(),
+		"hl_nr_classes":     cfg.Table.NrClasses(),
+		"starvation_ns":     uint64(cfg.Starvation.Nanoseconds()),
+		"nr_cpus":           uint32(cpus),
+		"debug_error_after": cfg.DebugErrorAfter,
+	}
+	for name, v := range vars {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("scheduler object lacks variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+
+	var flags uint64
+	if cfg.Partial {
+		if flags, err = loader.EnumValue(kernel, "SCX_OPS_SWITCH_PARTIAL"); err != nil {
+			return err
+		}
+	}
+	return patchStructOps(spec.Maps[structOpsName], map[string]uint64{
+		"flags":      flags,
+		"timeout_ms": uint64(cfg.Timeout.Milliseconds()),
+	})
+}
+
+// patchStructOps overwrites integer members of the struct_ops value, found
+// by name in its BTF. cilium/ebpf copies members by name into the running
+// kernel's layout at load.
+func patchStructOps(ms *ebpf.MapSpec, values map[string]uint64) error {
+	if ms == nil || len(ms.Contents) != 1 {
+		return fmt.Errorf("scheduler object lacks the %s struct_ops map", structOpsName)
+	}
+	st, ok := ms.Value.(*btf.Struct)
+	if !ok {
+		return fmt.Errorf("%s: value type %T is not a struct", structOpsName, ms.Value)
+	}
+	data, ok := ms.Contents[0].Value.([]byte)
+	if !ok {
+		return fmt.Errorf("%s: unexpected contents %T", structOpsName, ms.Contents[0].Value)
+	}
+	data = bytes.Clone(data)
+	for name, v := range values {
+		var m *btf.Member
+		for i := range st.Members {
+			if st.Members[i].Name == name {
+				m = &st.Members[i]
+			}
+		}
+		if m == nil {
+			return fmt.Errorf("struct %s has no member %s", st.Name, name)
+		}
+		size, err := btf.Sizeof(m.Type)
+		if err != nil {
+			return err
+		}
+		off := int(m.Offset.Bytes())
+		switch size {
+		case 4:
+			binary.LittleEndian.PutUint32(data[off:], uint32(v))
+		case 8:
+			binary.LittleEndian.PutUint64(data[off:], v)
+		default:
+			return fmt.Errorf("%s.%s: unexpected size %d", st.Name, name, size)
+		}
+	}
+	ms.Contents[0].Value = data
+	return nil
+}
+
+// exitKindNames maps enum scx_exit_kind values to their names, from the
+// kernel's own BTF.
+func exitKindNames(kernel *btf.Spec) map[int64]string {
+	names := map[int64]string{}
+	var e *btf.Enum
+	if kernel.TypeByName("scx_exit_kind", &e) == nil {
+		for _, v := range e.Values {
+			names[int64(v.Value)] = v.Name
+		}
+	}
+	return names
+}
+
+// Classes returns the class names, indexed by class id.
+func (s *Scheduler) Classes() []string { return s.classes }
+
+// ExitInfo is why the scheduler ended, as the kernel reported it to ops.exit.
+type ExitInfo struct {
+	Kind     int64  `json:"kind"`
+	KindName string `json:"kind_name"`
+	ExitCode int64  `json:"exit_code"`
+	Reason   string `json:"reason"`
+	Message  string `json:"message,omitempty"`
+}
+
+// IsError reports whether the exit was an error (SCX_EXIT_ERROR and up:
+// scx_bpf_error, a watchdog stall, …) rather than an orderly unload.
+func (e ExitInfo) IsError() bool { return e.Kind >= 1024 }
+
+func (e ExitInfo) String() string {
+	s := fmt.Sprintf("%s (%d)", e.KindName, e.Kind)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// exitRecord mirrors struct hl_exit_info in sched.bpf.c.
+type exitRecord struct {
+	Kind     int64
+	ExitCode int64
+	Reason   [128]byte
+	Msg      [1024]byte
+}
+
+// Exited returns the exit information once the kernel has ended the
+// scheduler (an error, the watchdog, sysrq-S), and false while it runs.
+func (s *Scheduler) Exited() (ExitInfo, bool, error) {
+	var rec exitRecord
+	if err := s.coll.Variables["exit_info"].Get(&rec); err != nil {
+		return ExitInfo{}, false, fmt.Errorf("read exit info: %w", err)
+	}
+	if rec.Kind == 0 {
+		return ExitInfo{}, false, nil
+	}
+	name := s.exitKinds[rec.Kind]
+	if name == "" {
+		name = "SCX_EXIT_?"
+	}
+	return ExitInfo{
+		Kind:     rec.Kind,
+		KindName: name,
+		ExitCode: rec.ExitCode,
+		Reason:   cString(rec.Reason[:]),
+		Message:  cString(rec.Msg[:]),
+	}, true, nil
+}
+
+// Close disables the scheduler, unloads it and returns why it ended.
+func (s *Scheduler) Close() (ExitInfo, error) {
+	errLink := s.link.Close()
+	info, _, errExit := s.Exited()
+	s.coll.Close()
+	return info, errors.Join(errLink, errExit)
+}
+
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// explainLoadError keeps the verifier's last lines, which say what it
+// rejected, instead of the whole log.
+func explainLoadError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		log := ve.Log
+		if len(log) > 8 {
+			log = log[len(log)-8:]
+		}
+		return fmt.Errorf("the kernel's verifier rejected the scheduler: %v\n  %s", ve.Cause, strings.Join(log, "\n  "))
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w: %v", ErrPermission, err)
+	}
+	return fmt.Errorf("load scheduler: %w", err)
+}
+
+func explainAttachError(err error) error {
+	if errors.Is(err, os.ErrExist) || strings.Contains(err.Error(), "file exists") {
+		status, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs)
+		return fmt.Errorf("%w: %q took sched_ext first", ErrOtherScheduler, status.Ops)
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w: %v", ErrPermission, err)
+	}
+	return fmt.Errorf("enable scheduler: %w", err)
+}

@@ -1,0 +1,112 @@
+package sched
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/hotlane/hotlane/policy"
+)
+
+// statsRecord mirrors struct hl_stats in sched.bpf.c.
+type statsRecord struct {
+	Enqueued        [policy.MaxClasses]uint64
+	Dispatched      [policy.MaxClasses]uint64
+	DirectIdle      [policy.MaxClasses]uint64
+	PreemptKicks    uint64
+	IdleKicks       uint64
+	GuardDispatches uint64
+	KthreadDirect   uint64
+}
+
+// ClassStats are one class's counters.
+type ClassStats struct {
+	Class      string `json:"class"`
+	Enqueued   uint64 `json:"enqueued"`
+	Dispatched uint64 `json:"dispatched"`
+	DirectIdle uint64 `json:"direct_idle"`
+}
+
+// Stats are the scheduler's counters, summed over CPUs: totals since load,
+// or the change over an interval (see Sub).
+type Stats struct {
+	Time            time.Time    `json:"time"`
+	Classes         []ClassStats `json:"classes"`
+	PreemptKicks    uint64       `json:"preempt_kicks"`
+	IdleKicks       uint64       `json:"idle_kicks"`
+	GuardDispatches uint64       `json:"starvation_guard_dispatches"`
+	KthreadDirect   uint64       `json:"kthread_direct"`
+}
+
+// Stats reads the counters.
+func (s *Scheduler) Stats() (Stats, error) {
+	var perCPU []statsRecord
+	if err := s.coll.Maps["stats"].Lookup(uint32(0), &perCPU); err != nil {
+		return Stats{}, fmt.Errorf("read scheduler stats: %w", err)
+	}
+	var sum statsRecord
+	for _, r := range perCPU {
+		for i := range sum.Enqueued {
+			sum.Enqueued[i] += r.Enqueued[i]
+			sum.Dispatched[i] += r.Dispatched[i]
+			sum.DirectIdle[i] += r.DirectIdle[i]
+		}
+		sum.PreemptKicks += r.PreemptKicks
+		sum.IdleKicks += r.IdleKicks
+		sum.GuardDispatches += r.GuardDispatches
+		sum.KthreadDirect += r.KthreadDirect
+	}
+	return sum.stats(s.classes, time.Now()), nil
+}
+
+func (r statsRecord) stats(classes []string, now time.Time) Stats {
+	st := Stats{
+		Time:            now,
+		PreemptKicks:    r.PreemptKicks,
+		IdleKicks:       r.IdleKicks,
+		GuardDispatches: r.GuardDispatches,
+		KthreadDirect:   r.KthreadDirect,
+	}
+	for i, name := range classes {
+		st.Classes = append(st.Classes, ClassStats{Class: name, Enqueued: r.Enqueued[i], Dispatched: r.Dispatched[i], DirectIdle: r.DirectIdle[i]})
+	}
+	return st
+}
+
+// Sub returns the counts accumulated since prev.
+func (s Stats) Sub(prev Stats) Stats {
+	d := s
+	d.Classes = make([]ClassStats, len(s.Classes))
+	for i, c := range s.Classes {
+		d.Classes[i] = c
+		if i < len(prev.Classes) {
+			d.Classes[i].Enqueued -= prev.Classes[i].Enqueued
+			d.Classes[i].Dispatched -= prev.Classes[i].Dispatched
+			d.Classes[i].DirectIdle -= prev.Classes[i].DirectIdle
+		}
+	}
+	d.PreemptKicks -= prev.PreemptKicks
+	d.IdleKicks -= prev.IdleKicks
+	d.GuardDispatches -= prev.GuardDispatches
+	d.KthreadDirect -= prev.KthreadDirect
+	return d
+}
+
+// WriteLine writes the stats as one human-readable line.
+func (s Stats) WriteLine(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(s.Time.Format("15:04:05"))
+	for _, c := range s.Classes {
+		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
+	}
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d\n", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the stats as one JSON line.
+func (s Stats) WriteJSON(w io.Writer) error {
+	return json.NewEncoder(w).Encode(s)
+}
