@@ -103,16 +103,13 @@ func (t *Table) NrRules() uint32 { return uint32(len(t.Rules)) }
 func (t *Table) NrClasses() uint32 { return uint32(len(t.Classes)) }
 
 // Compile validates the policy and compiles it into a Table. cgroupRoot is
-// where cgroup v2 is mounted ("" means DefaultCgroupRoot); it is read only
+// where cgroup v2 is mounted, "" to find it with CgroupRoot; it is read only
 // to resolve cgroup matchers. The cgroup ids are those of the moment: a
 // cgroup removed and created again gets a new id, so compile just before
 // loading.
 func (p *Policy) Compile(cgroupRoot string) (*Table, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if cgroupRoot == "" {
-		cgroupRoot = DefaultCgroupRoot
 	}
 	t := &Table{Names: p.ClassNames()}
 	for ci, c := range p.Classes {
@@ -138,6 +135,15 @@ func (p *Policy) Compile(cgroupRoot string) (*Table, error) {
 				r.Kinds |= MatchSchedExt
 			}
 			if m.Cgroup != "" {
+				if cgroupRoot == "" {
+					root, err := CgroupRoot()
+					if err != nil {
+						e := p.errorf(ci, mi, nil, "cgroup %q: %v", m.Cgroup, err)
+						e.err = err
+						return nil, e
+					}
+					cgroupRoot = root
+				}
 				id, level, msg, err := resolveCgroup(cgroupRoot, m.Cgroup)
 				if msg != "" {
 					e := p.errorf(ci, mi, nil, "%s", msg)

@@ -176,3 +176,40 @@ func TestCompileInvalid(t *testing.T) {
 		t.Errorf("got %v; want ErrNoCatchAll", err)
 	}
 }
+
+func TestCgroup2Mount(t *testing.T) {
+	const v1 = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+	for _, tt := range []struct {
+		name, mountinfo, want string
+	}{
+		{"unified", "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n", "/sys/fs/cgroup"},
+		{"hybrid", "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n" + v1 +
+			"41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup/unified"},
+		{"prefers the default", "50 1 0:40 / /mnt/cg rw - cgroup2 none rw\n60 1 0:40 / /sys/fs/cgroup rw - cgroup2 none rw\n", "/sys/fs/cgroup"},
+		{"escaped", "50 1 0:40 / /mnt/my\\040cgroups rw - cgroup2 none rw\n", "/mnt/my cgroups"},
+		{"none", v1, ""},
+	} {
+		got, err := cgroup2Mount([]byte(tt.mountinfo))
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("%s: got %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+// TestCompileFindsCgroupRoot resolves "/" against this machine's cgroup2
+// mount when no root is given.
+func TestCompileFindsCgroupRoot(t *testing.T) {
+	root, err := CgroupRoot()
+	if err != nil {
+		t.Skipf("no cgroup2 mount here: %v", err)
+	}
+	p := Default()
+	p.Classes[0].Match = []Matcher{{Cgroup: "/"}}
+	tab, err := p.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tab.Rules[0].CgroupID, inode(t, root); got != want {
+		t.Errorf("cgroup id of / = %d; want %d, the inode of %s", got, want, root)
+	}
+}

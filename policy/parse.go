@@ -26,7 +26,7 @@ func Load(path string) (*Policy, error) {
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("read policy %s: %w", path, err)
+		return nil, fmt.Errorf("read policy: %w", err)
 	}
 	if len(data) > maxFileSize {
 		return nil, &Error{Source: path, Msg: fmt.Sprintf("file is larger than %d bytes; is it a policy file?", maxFileSize)}
@@ -280,7 +280,7 @@ func checkKeys(name string, data []byte) ([]span, error) {
 		object         bool
 		key            string // object: the key whose value is next, if haveKey
 		haveKey        bool
-		next           int    // array: index of the next element
+		next           int // array: index of the next element
 		seen           map[string]int
 		class, matcher int // 1-based indices in force, 0 if none
 		span           int // index in spans, or -1

@@ -1,0 +1,375 @@
+package sched_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/sched"
+	"github.com/hotlane/hotlane/vm"
+	"github.com/hotlane/hotlane/vm/vmtest"
+	"github.com/hotlane/hotlane/workloads"
+)
+
+// TestVM boots the sched_ext kernel once and runs every TestGuest* test of
+// this package inside it, with the upstream scx_simple for comparison.
+func TestVM(t *testing.T) {
+	vmtest.RunGuestTests(t, vmtest.Options{Run: "^TestGuest", ScxSimple: true, Timeout: 15 * time.Minute})
+}
+
+const sysfs = "/sys/kernel/sched_ext"
+
+func readSysfs(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(sysfs + "/" + name)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// waitState polls the sched_ext state; within is generous for TCG.
+func waitState(t *testing.T, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for readSysfs(t, "state") != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("sched_ext state %q, want %q after %s", readSysfs(t, "state"), want, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func load(t *testing.T, p *policy.Policy, cfg sched.Config) *sched.Scheduler {
+	t.Helper()
+	table, err := p.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Table = table
+	s, err := sched.Load(cfg)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestGuestLoadUnload(t *testing.T) {
+	vmtest.RequireGuest(t)
+	s := load(t, policy.Default("infer"), sched.Config{})
+	if got := readSysfs(t, "state"); got != "enabled" {
+		t.Errorf("state = %q, want enabled", got)
+	}
+	if got := readSysfs(t, "root/ops"); got != "hotlane" {
+		t.Errorf("root/ops = %q, want hotlane", got)
+	}
+	if got := readSysfs(t, "switch_all"); got != "1" {
+		t.Errorf("switch_all = %q, want 1 in full mode", got)
+	}
+	info, err := s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.KindName != "SCX_EXIT_UNREG" || info.IsError() {
+		t.Errorf("exit = %v, want SCX_EXIT_UNREG", info)
+	}
+	waitState(t, "disabled", 5*time.Second)
+}
+
+// startRun starts `hotlane run` and waits until the kernel runs it.
+func startRun(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(vmtest.HotlaneGuestPath, append([]string{"run", "-q"}, args...)...)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for readSysfs(t, "root/ops") != "hotlane" {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("hotlane run did not enable the scheduler:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cmd, &stderr
+}
+
+func TestGuestRunStopsOnSignals(t *testing.T) {
+	vmtest.RequireGuest(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		cmd, stderr := startRun(t)
+		cmd.Process.Signal(sig)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("%v: hotlane run: %v\n%s", sig, err, stderr)
+		}
+		if !strings.Contains(stderr.String(), "SCX_EXIT_UNREG") {
+			t.Errorf("%v: exit reason missing:\n%s", sig, stderr)
+		}
+		waitState(t, "disabled", 5*time.Second)
+	}
+}
+
+// The kernel owns the struct_ops link through the process's file
+// descriptor: when the process dies, however it dies, the kernel unloads
+// the scheduler and puts every task back on the default one.
+func TestGuestKill9RestoresDefaultScheduler(t *testing.T) {
+	vmtest.RequireGuest(t)
+	cmd, _ := startRun(t)
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitState(t, "disabled", time.Second)
+}
+
+func TestGuestErrorExitIsReported(t *testing.T) {
+	vmtest.RequireGuest(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(vmtest.HotlaneGuestPath, "run", "-q", "--debug-error-after", "200")
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Fatalf("hotlane run with an injected error: %v, want exit status 1\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"SCX_EXIT_ERROR_BPF", "debug: error injected after 200 enqueues"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	waitState(t, "disabled", 5*time.Second)
+}
+
+func TestGuestRefusesWhileAnotherSchedulerRuns(t *testing.T) {
+	vmtest.RequireGuest(t)
+	simple := exec.Command(vm.ScxSimpleGuestPath)
+	if err := simple.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		simple.Process.Signal(syscall.SIGINT)
+		simple.Wait()
+		waitState(t, "disabled", 5*time.Second)
+	}()
+	waitState(t, "enabled", 30*time.Second)
+
+	out, err := exec.Command(vmtest.HotlaneGuestPath, "run", "-q").CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 2 {
+		t.Fatalf("hotlane run beside scx_simple: %v, want exit status 2\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `another sched_ext scheduler is running: "simple"`) {
+		t.Errorf("message does not name scx_simple: %s", out)
+	}
+	if got := readSysfs(t, "root/ops"); got != "simple" {
+		t.Errorf("root/ops = %q after the refused load, want simple", got)
+	}
+}
+
+// namedThread runs fn on a locked OS thread called comm and sends back its
+// thread id.
+func namedThread(t *testing.T, ctx context.Context, comm string, fn func()) int {
+	t.Helper()
+	tids := make(chan int)
+	go func() {
+		runtime.LockOSThread()
+		name, _ := unix.ByteSliceFromString(comm)
+		unix.Prctl(unix.PR_SET_NAME, uintptr(unsafePointer(name)), 0, 0, 0)
+		tids <- unix.Gettid()
+		for ctx.Err() == nil {
+			fn()
+		}
+	}()
+	return <-tids
+}
+
+// waitClass polls until the scheduler has put tid in class want.
+func waitClass(t *testing.T, s *sched.Scheduler, tid int, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := s.TaskClass(tid)
+		if err == nil && got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d: class %q (%v), want %q", tid, got, err, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestGuestClassificationFollowsComm(t *testing.T) {
+	vmtest.RequireGuest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The threads start before the scheduler: existing tasks are
+	// classified too.
+	var rename atomic.Bool
+	infer := namedThread(t, ctx, "infer-worker", func() {
+		time.Sleep(time.Millisecond)
+		if rename.CompareAndSwap(true, false) {
+			name, _ := unix.ByteSliceFromString("postproc")
+			unix.Prctl(unix.PR_SET_NAME, uintptr(unsafePointer(name)), 0, 0, 0)
+		}
+	})
+	other := namedThread(t, ctx, "logger", func() { time.Sleep(time.Millisecond) })
+
+	s := load(t, policy.Default("infer"), sched.Config{})
+	waitClass(t, s, infer, "inference")
+	waitClass(t, s, other, "normal")
+
+	rename.Store(true)
+	waitClass(t, s, infer, "normal")
+
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Classes[0].Class != "inference" || st.Classes[0].Dispatched == 0 {
+		t.Errorf("stats = %+v, want inference tasks dispatched", st)
+	}
+}
+
+// In partial mode only tasks that chose SCHED_EXT are hotlane's.
+func TestGuestPartialMode(t *testing.T) {
+	vmtest.RequireGuest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ext := namedThread(t, ctx, "infer-ext", func() { time.Sleep(time.Millisecond) })
+	plain := namedThread(t, ctx, "infer-plain", func() { time.Sleep(time.Millisecond) })
+	// SCHED_EXT is policy 7; sched_setscheduler(2) with a zero priority.
+	param := [1]int32{0}
+	if _, _, e := unix.Syscall(unix.SYS_SCHED_SETSCHEDULER, uintptr(ext), 7, uintptr(unsafePointer(param[:]))); e != 0 {
+		t.Fatalf("sched_setscheduler(SCHED_EXT): %v", e)
+	}
+
+	s := load(t, policy.Default("infer"), sched.Config{Partial: true})
+	if got := readSysfs(t, "switch_all"); got != "0" {
+		t.Errorf("switch_all = %q, want 0 in partial mode", got)
+	}
+	waitClass(t, s, ext, "inference")
+	time.Sleep(200 * time.Millisecond)
+	if class, err := s.TaskClass(plain); !errors.Is(err, sched.ErrTaskNotClassified) {
+		t.Errorf("a task that did not choose SCHED_EXT was classified %q (%v)", class, err)
+	}
+}
+
+// Inference-class tasks spin on every CPU; the starvation guard must still
+// give normal tasks (including this test's own Go runtime threads) CPU
+// time, and the watchdog must never eject the scheduler.
+func TestGuestStarvationGuard(t *testing.T) {
+	vmtest.RequireGuest(t)
+	s := load(t, policy.Default("spin"), sched.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	spinners := make(chan error, 1)
+	go func() {
+		_, err := workloads.Hogs{Comm: "spinner", Threads: runtime.NumCPU()}.Run(ctx)
+		spinners <- err
+	}()
+	var rounds atomic.Int64
+	namedThread(t, ctx, "normal-work", func() {
+		time.Sleep(10 * time.Millisecond)
+		deadline := time.Now().Add(time.Millisecond)
+		for time.Now().Before(deadline) {
+		}
+		rounds.Add(1)
+	})
+	<-ctx.Done()
+	if err := <-spinners; err != nil {
+		t.Fatal(err)
+	}
+	if info, exited, err := s.Exited(); err != nil || exited {
+		t.Fatalf("scheduler exited under inference saturation: %v %v", info, err)
+	}
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("normal task completed %d rounds in 20s; guard dispatches %d", rounds.Load(), st.GuardDispatches)
+	if rounds.Load() == 0 {
+		t.Error("the normal task made no progress")
+	}
+	if st.GuardDispatches == 0 {
+		t.Error("the starvation guard never dispatched: the test did not saturate the CPUs")
+	}
+}
+
+// latencyUnder runs the reference workload (a 100 Hz inference task over
+// 2x CPU oversubscription by hogs) and returns its wake-up latencies.
+func latencyUnder(t *testing.T, d time.Duration) []time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	hogs := make(chan error, 1)
+	go func() {
+		_, err := workloads.Hogs{Comm: "hog", Threads: 2 * runtime.NumCPU()}.Run(ctx)
+		hogs <- err
+	}()
+	res, err := workloads.Periodic{Comm: "infer", Period: 10 * time.Millisecond, Compute: time.Millisecond}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-hogs; err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Lateness) == 0 {
+		t.Fatal("no periods ran")
+	}
+	return res.Lateness
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[int(p*float64(len(s)-1))]
+}
+
+// The product's promise, as an ordering: under the same load in the same
+// boot, the inference task waits less under hotlane than under scx_simple.
+func TestGuestLatencyBeatsScxSimple(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const run = 6 * time.Second
+
+	simple := exec.Command(vm.ScxSimpleGuestPath)
+	if err := simple.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, "enabled", 30*time.Second)
+	underSimple := latencyUnder(t, run)
+	simple.Process.Signal(syscall.SIGINT)
+	simple.Wait()
+	waitState(t, "disabled", 5*time.Second)
+
+	s := load(t, policy.Default("infer"), sched.Config{})
+	underHotlane := latencyUnder(t, run)
+	if info, exited, _ := s.Exited(); exited {
+		t.Fatalf("hotlane exited during the run: %v", info)
+	}
+
+	p99s, p99h := percentile(underSimple, 0.99), percentile(underHotlane, 0.99)
+	t.Logf("inference wake latency p50/p99: scx_simple %v/%v (%d samples), hotlane %v/%v (%d samples)",
+		percentile(underSimple, 0.5), p99s, len(underSimple), percentile(underHotlane, 0.5), p99h, len(underHotlane))
+	if p99h >= p99s {
+		t.Errorf("hotlane p99 %v is not below scx_simple's %v", p99h, p99s)
+	}
+}
+
+func unsafePointer[T any](s []T) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
