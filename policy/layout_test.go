@@ -118,6 +118,7 @@ func TestLayoutMatchesBTF(t *testing.T) {
 				continue // this object does not use it
 			}
 			checked++
+			t.Logf("%s: comparing struct %s with %v", filepath.Base(obj), name, goType)
 			var got []member
 			for _, m := range s.Members {
 				size, err := btf.Sizeof(m.Type)

@@ -281,7 +281,7 @@ func TestGuestStarvationGuard(t *testing.T) {
 
 	spinners := make(chan error, 1)
 	go func() {
-		_, err := workloads.Hogs{Comm: "spinner", Threads: runtime.NumCPU()}.Run(ctx)
+		_, err := workloads.Mix{Hogs: []workloads.Hogs{{Comm: "spinner", Threads: runtime.NumCPU()}}}.Run(ctx)
 		spinners <- err
 	}()
 	var rounds atomic.Int64
@@ -318,18 +318,14 @@ func latencyUnder(t *testing.T, d time.Duration) []time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	hogs := make(chan error, 1)
-	go func() {
-		_, err := workloads.Hogs{Comm: "hog", Threads: 2 * runtime.NumCPU()}.Run(ctx)
-		hogs <- err
-	}()
-	res, err := workloads.Periodic{Comm: "infer", Period: 10 * time.Millisecond, Compute: time.Millisecond}.Run(ctx)
+	mix, err := workloads.Mix{
+		Periodic: []workloads.Periodic{{Comm: "infer", Period: 10 * time.Millisecond, Compute: time.Millisecond}},
+		Hogs:     []workloads.Hogs{{Comm: "hog", Threads: 2 * runtime.NumCPU()}},
+	}.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-hogs; err != nil {
-		t.Fatal(err)
-	}
+	res := mix.Periodic[0]
 	if len(res.Lateness) == 0 {
 		t.Fatal("no periods ran")
 	}

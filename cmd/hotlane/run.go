@@ -60,7 +60,7 @@ Flags:
 	if *checkPolicy != "" {
 		p, err := policy.Load(*checkPolicy)
 		if err == nil {
-			_, err = p.Compile(policy.DefaultCgroupRoot)
+			_, err = p.Compile("")
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
@@ -84,7 +84,7 @@ Flags:
 	} else {
 		p = policy.Default(comms...)
 	}
-	table, err := p.Compile(policy.DefaultCgroupRoot)
+	table, err := p.Compile("")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 		return exitError
