@@ -369,3 +369,36 @@ func TestGuestLatencyBeatsScxSimple(t *testing.T) {
 }
 
 func unsafePointer[T any](s []T) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
+
+// Refusals leave nothing attached: the kernel stays on its default
+// scheduler.
+func TestGuestRefusalsLeaveNothingAttached(t *testing.T) {
+	vmtest.RequireGuest(t)
+	bad := t.TempDir() + "/policy.json"
+	os.WriteFile(bad, []byte(`{"classes": [{"name": "i", "match": [{"cgroup": "/absent.slice"}]}, {"name": "n"}]}`), 0o644)
+	for _, tc := range []struct {
+		name string
+		cmd  *exec.Cmd
+		want string
+	}{
+		{"unknown cgroup", exec.Command(vmtest.HotlaneGuestPath, "run", "--policy", bad), `cgroup "/absent.slice" does not exist`},
+		{"watchdog out of range", exec.Command(vmtest.HotlaneGuestPath, "run", "--timeout", "40s"), "watchdog timeout 40s out of range"},
+		{"not root", func() *exec.Cmd {
+			c := exec.Command(vmtest.HotlaneGuestPath, "run")
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			return c
+		}(), "CAP_BPF, CAP_SYS_ADMIN"},
+	} {
+		out, err := tc.cmd.CombinedOutput()
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 2 {
+			t.Errorf("%s: %v, want exit status 2\n%s", tc.name, err, out)
+		}
+		if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+			t.Errorf("%s: output %q, want one line containing %q", tc.name, out, tc.want)
+		}
+		if got := readSysfs(t, "state"); got != "disabled" {
+			t.Errorf("%s: sched_ext state %q after the refusal", tc.name, got)
+		}
+	}
+}

@@ -41,8 +41,18 @@ func runCLI(t *testing.T, bin string, args ...string) (string, string, int) {
 	}
 }
 
+func writePolicy(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestBadInputGivesOneClearLine(t *testing.T) {
 	bin := hotlaneBinary(t)
+	const catchAll = `{"name": "normal"}`
 	for _, tc := range []struct {
 		args []string
 		want string // in the one line on stderr
@@ -51,6 +61,14 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"vm", "--kernel", "bogus-suite", "--", "doctor"}, `unknown Debian suite "bogus-suite"`},
 		{[]string{"doctor", "--require", "bogus"}, "bogus"},
 		{[]string{"no-such-command"}, `unknown command "no-such-command"`},
+		{[]string{"run", "--policy", "/nonexistent.json"}, "/nonexistent.json"},
+		{[]string{"run", "--policy", writePolicy(t, "{\n  \"classes\": [\n    {\"name\": \"x\",}\n  ]\n}")}, "policy.json:3:"},
+		{[]string{"run", "--policy", writePolicy(t, `{"classes": [{"name": "i", "match": [{"comm_prefx": "a"}]}, `+catchAll+`]}`)}, `unknown field "comm_prefx"`},
+		{[]string{"run", "--policy", writePolicy(t, `{"classes": [{"name": "i", "match": [{"comm_prefix": "a"}]}]}`)}, "catch-all"},
+		{[]string{"run", "--policy", writePolicy(t, `{"classes": [{"name": "i", "slice": "1s", "match": [{"comm_prefix": "a"}]}, `+catchAll+`]}`)}, "slice"},
+		{[]string{"run", "--policy", writePolicy(t, `{"classes": [{"name": "i", "match": [{"cgroup": "/no-such.slice"}]}, `+catchAll+`]}`)}, `cgroup "/no-such.slice" does not exist`},
+		{[]string{"run", "--check-policy", writePolicy(t, `{"classes": []}`)}, "policy.json"},
+		{[]string{"run", "--policy", writePolicy(t, `{"classes": [`+catchAll+`]}`), "--inference-comm", "x"}, "--inference-comm applies to the built-in policy"},
 	} {
 		_, stderr, code := runCLI(t, bin, tc.args...)
 		if code != exitError {
@@ -82,5 +100,17 @@ func TestDoctorOnHostWithoutSchedExt(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, bin, "doctor", "--require", "sched_ext"); code != exitFail {
 		t.Errorf("doctor --require sched_ext: exit %d, want %d", code, exitFail)
+	}
+	_, stderr, code := runCLI(t, bin, "run")
+	if code != exitError || !strings.Contains(stderr, "lacks CONFIG_SCHED_CLASS_EXT: run hotlane inside `hotlane vm`") {
+		t.Errorf("run on a kernel without sched_ext: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestCheckPolicyAcceptsTheExamples(t *testing.T) {
+	bin := hotlaneBinary(t)
+	stdout, stderr, code := runCLI(t, bin, "run", "--check-policy", "../../policy/testdata/default.json")
+	if code != exitOK || !strings.Contains(stdout, "[inference normal]") {
+		t.Errorf("--check-policy: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

@@ -1,0 +1,130 @@
+package sched
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/hotlane/hotlane/loader"
+)
+
+// kernelBTF builds a BTF blob holding sched_ext_ops and the named kfuncs,
+// shaped like a kernel of one generation.
+func kernelBTF(t *testing.T, funcs ...string) *btf.Spec {
+	t.Helper()
+	b, err := btf.NewBuilder(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	if _, err := b.Add(&btf.Struct{Name: "sched_ext_ops", Size: 8, Members: []btf.Member{{Name: "flags", Type: u64}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range funcs {
+		proto := &btf.FuncProto{Return: (*btf.Void)(nil), Params: []btf.FuncParam{{Name: "dsq_id", Type: u64}}}
+		if _, err := b.Add(&btf.Func{Name: name, Type: proto, Linkage: btf.GlobalFunc}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := b.Marshal(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+func TestObjectForEachGeneration(t *testing.T) {
+	for _, tc := range []struct {
+		kernel string
+		funcs  []string
+		want   string
+	}{
+		{"6.12", []string{"scx_bpf_dispatch", "scx_bpf_dispatch_vtime", "scx_bpf_consume"}, "612"},
+		{"6.13", []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local",
+			// 6.13 kept the 6.12 names as deprecated aliases.
+			"scx_bpf_dispatch", "scx_bpf_dispatch_vtime", "scx_bpf_consume"}, "613"},
+		{"7.3", []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2", "scx_bpf_dsq_insert___v2_impl",
+			"scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local", "scx_bpf_dsq_move_to_local___v2",
+			"scx_bpf_dsq_move_to_local___v2_impl"}, "700"},
+	} {
+		k, err := loader.KfuncsFromBTF(kernelBTF(t, tc.funcs...))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.kernel, err)
+		}
+		obj, err := objectFor(k)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.kernel, err)
+		}
+		if obj.name != tc.want {
+			t.Errorf("%s: object %s, want %s", tc.kernel, obj.name, tc.want)
+		}
+		// The object must load its own spec: the three are distinct.
+		if _, err := obj.load(); err != nil {
+			t.Errorf("%s: load spec: %v", tc.kernel, err)
+		}
+	}
+}
+
+// 6.19 and 7.0 have the ___v2 insert but the old move_to_local: no object
+// names exactly that mix, and the error says what was found.
+func TestObjectForRefusesMixedGeneration(t *testing.T) {
+	k, err := loader.KfuncsFromBTF(kernelBTF(t, "scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2",
+		"scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := objectFor(k); !errors.Is(err, ErrUnsupportedKernel) {
+		t.Fatalf("objectFor(6.19 mix) = %v, want ErrUnsupportedKernel", err)
+	}
+}
+
+// Each object references exactly the kfuncs of its generation, so none can
+// trip over the ambiguous names of another.
+func TestObjectsNameOnlyTheirGenerationsKfuncs(t *testing.T) {
+	for _, tc := range []struct {
+		obj       object
+		must, not []string
+	}{
+		{object{"612", nil}, []string{"scx_bpf_dispatch", "scx_bpf_consume"}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2"}},
+		{object{"613", nil}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_move_to_local"}, []string{"scx_bpf_dispatch", "scx_bpf_dsq_insert___v2"}},
+		{object{"700", nil}, []string{"scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move_to_local___v2"}, []string{"scx_bpf_dsq_insert", "scx_bpf_consume"}},
+	} {
+		k := map[string]loader.Kfuncs{
+			"612": {DsqInsert: "scx_bpf_dispatch", DsqInsertVtime: "scx_bpf_dispatch_vtime", DsqMoveToLocal: "scx_bpf_consume"},
+			"613": {DsqInsert: "scx_bpf_dsq_insert", DsqInsertVtime: "scx_bpf_dsq_insert_vtime", DsqMoveToLocal: "scx_bpf_dsq_move_to_local"},
+			"700": {DsqInsert: "scx_bpf_dsq_insert___v2", DsqInsertVtime: "scx_bpf_dsq_insert_vtime", DsqMoveToLocal: "scx_bpf_dsq_move_to_local___v2"},
+		}[tc.obj.name]
+		obj, err := objectFor(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := obj.load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		called := map[string]bool{}
+		for _, p := range spec.Programs {
+			for _, ins := range p.Instructions {
+				if ref := ins.Reference(); ins.IsKfuncCall() && ref != "" {
+					called[ref] = true
+				}
+			}
+		}
+		for _, f := range tc.must {
+			if !called[f] {
+				t.Errorf("object %s does not call %s (calls %v)", obj.name, f, called)
+			}
+		}
+		for _, f := range tc.not {
+			if called[f] {
+				t.Errorf("object %s calls %s, which belongs to another generation", obj.name, f)
+			}
+		}
+	}
+}
