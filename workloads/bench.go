@@ -144,7 +144,11 @@ func (b Bench) runOne(ctx context.Context, r *Run) error {
 	if err := alive(); err != nil {
 		return fmt.Errorf("%s ended during the run: %w", r.Scheduler, err)
 	}
-	r.Measured += time.Since(start)
+	took := time.Since(start)
+	r.Measured += took
+	if b.Progress != nil && took > b.Duration+b.Duration/10 {
+		fmt.Fprintf(b.Progress, "bench: %s: the %s run took %s: the workload could not stop on time\n", r.Scheduler, b.Duration, took.Round(time.Millisecond))
+	}
 	for i, p := range res.Periodic {
 		r.Periodic[i].Lateness = append(r.Periodic[i].Lateness, p.Lateness...)
 		r.Periodic[i].Missed += p.Missed
