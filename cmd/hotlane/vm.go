@@ -25,6 +25,7 @@ func runVM(ctx context.Context, args []string) int {
 	timeout := fs.Duration("timeout", 5*time.Minute, "kill the guest after this long")
 	memory := fs.String("memory", "2G", "guest memory (qemu -m)")
 	cpus := fs.Int("cpus", 2, "guest CPUs")
+	retries := fs.Int("retries", 0, "boot again, up to this many times, when the guest kernel crashes or dies without a result (see --mttcg)")
 	mttcg := fs.Bool("mttcg", false, "run each guest CPU on its own host thread: faster, but qemu 7.2 then sometimes crashes the guest when the kernel patches live code (BPF trampolines)")
 	results := fs.String("results", "", "copy the files the guest leaves in /results here (default: a new temporary directory)")
 	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple")
@@ -106,6 +107,10 @@ Flags:
 		cfg.Console = vm.CommandOutputOnly(os.Stdout)
 	}
 	res, err := vm.Run(ctx, cfg)
+	for try := 1; try <= *retries && (errors.Is(err, vm.ErrKernelPanic) || errors.Is(err, vm.ErrNoResult)); try++ {
+		fmt.Fprintf(os.Stderr, "hotlane vm: %v\nhotlane vm: the guest crashed; booting again (retry %d of %d)\n", err, try, *retries)
+		res, err = vm.Run(ctx, cfg)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
 		return exitError

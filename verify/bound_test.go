@@ -1,0 +1,297 @@
+package verify
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseBounds(t *testing.T) {
+	p := func(stat string, q float64, limit time.Duration) Clause {
+		return Clause{Stat: stat, Quantile: q, Limit: limit}
+	}
+	tests := []struct {
+		spec string
+		want []Bound
+	}{
+		{"inference:p99<=200us,max<=5ms", []Bound{{"inference", []Clause{
+			p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}}}},
+		{"p99<=200us,max<=5ms", []Bound{{"normal", []Clause{
+			p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}}}},
+		{"inference:p99<=200us,max<=5ms;normal:p50<=10ms", []Bound{
+			{"inference", []Clause{p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}},
+			{"normal", []Clause{p("p50", 0.5, 10*time.Millisecond)}}}},
+		{"p99.9<=1ms;inference:p50<=100µs", []Bound{
+			{"normal", []Clause{p("p99.9", 0.999, time.Millisecond)}},
+			{"inference", []Clause{p("p50", 0.5, 100*time.Microsecond)}}}},
+		{"p99.99<=1ms,p90<=1.5ms,mean<=300μs", []Bound{{"normal", []Clause{ // Greek mu
+			p("p99.99", 0.9999, time.Millisecond), p("p90", 0.9, 1500*time.Microsecond), p("mean", 0, 300*time.Microsecond)}}}},
+		{"p99<200us", []Bound{{"normal", []Clause{{Stat: "p99", Quantile: 0.99, Limit: 200 * time.Microsecond, Strict: true}}}}},
+		{"  inference : P99 <= 200us ,  MAX<=1s ", []Bound{{"inference", []Clause{
+			p("p99", 0.99, 200*time.Microsecond), p("max", 0, time.Second)}}}},
+		{"p099.900<=1ms,p100<=2ms,p0.5<=1us,p1<=0s", []Bound{{"normal", []Clause{
+			p("p99.9", 0.999, time.Millisecond), p("p100", 1, 2*time.Millisecond),
+			p("p0.5", 0.005, time.Microsecond), p("p1", 0.01, 0)}}}},
+		{"max<=1h2m3.5s", []Bound{{"normal", []Clause{p("max", 0, time.Hour+2*time.Minute+3500*time.Millisecond)}}}},
+		{"a-b_9:max<=1ms", []Bound{{"a-b_9", []Clause{p("max", 0, time.Millisecond)}}}},
+		{"p99<=1ms,p99<=2ms", []Bound{{"normal", []Clause{p("p99", 0.99, time.Millisecond), p("p99", 0.99, 2*time.Millisecond)}}}},
+	}
+	for _, tt := range tests {
+		got, err := ParseBounds(tt.spec, "normal")
+		if err != nil {
+			t.Errorf("ParseBounds(%q): %v", tt.spec, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("ParseBounds(%q) (-want +got):\n%s", tt.spec, diff)
+		}
+	}
+}
+
+func TestParseBoundsErrors(t *testing.T) {
+	tests := []struct {
+		spec, defaultClass, want string
+	}{
+		{"inference:p99<=abc", "normal", `bound "inference:p99<=abc": "abc" is not a duration (use e.g. 200us, 5ms)`},
+		{"", "normal", `bound "": empty bound; write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{"p99<=200", "normal", `bound "p99<=200": "200" has no unit (use e.g. 200us, 5ms)`},
+		{"p99<=-5ms", "normal", `bound "p99<=-5ms": "-5ms" is negative; a latency limit must be 0 or more`},
+		{"p99<=", "normal", `bound "p99<=": "p99<=" has no limit after the operator; e.g. p99<=200us`},
+		{"p99>=1ms", "normal", `bound "p99>=1ms": "p99>=1ms": only upper limits are supported; use <= or <, e.g. p99<=200us`},
+		{"p99=1ms", "normal", `bound "p99=1ms": "p99=1ms": only upper limits are supported; use <= or <, e.g. p99<=200us`},
+		{"p99 1ms", "normal", `bound "p99 1ms": "p99 1ms" is not a limit; write STAT<=DURATION, e.g. p99<=200us or max<=5ms`},
+		{"median<=1ms", "normal", `bound "median<=1ms": "median" is not a statistic (use p50, p99, p99.9, ..., max or mean)`},
+		{"<=1ms", "normal", `bound "<=1ms": missing statistic before the operator (use p50, p99, p99.9, ..., max or mean)`},
+		{"p<=1ms", "normal", `bound "p<=1ms": "p" is not a percentile (use p50, p99, p99.9, ..., max or mean)`},
+		{"p99.<=1ms", "normal", `bound "p99.<=1ms": "p99." is not a percentile (use p50, p99, p99.9, ..., max or mean)`},
+		{"p9x<=1ms", "normal", `bound "p9x<=1ms": "p9x" is not a percentile (use p50, p99, p99.9, ..., max or mean)`},
+		{"p-1<=1ms", "normal", `bound "p-1<=1ms": "p-1" is not a percentile (use p50, p99, p99.9, ..., max or mean)`},
+		{"p0<=1ms", "normal", `bound "p0<=1ms": "p0": a percentile must be above 0 (use p50, p99, p99.9, ..., max or mean)`},
+		{"p100.1<=1ms", "normal", `bound "p100.1<=1ms": "p100.1": a percentile is at most 100 (use p50, p99, p99.9, ..., max or mean)`},
+		{"p101<=1ms", "normal", `bound "p101<=1ms": "p101": a percentile is at most 100 (use p50, p99, p99.9, ..., max or mean)`},
+		{"p1000<=1ms", "normal", `bound "p1000<=1ms": "p1000": a percentile is at most 100 (use p50, p99, p99.9, ..., max or mean)`},
+		{"p99<=1ms,", "normal", `bound "p99<=1ms,": empty clause; write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{"p99<=1ms;", "normal", `bound "p99<=1ms;": empty class bound between ';'; write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{"inference:", "normal", `bound "inference:": empty clause; write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{":p99<=1ms", "normal", `bound ":p99<=1ms": empty class name before ':'; class names are 1 to 15 characters of a-z, 0-9, _ and -`},
+		{"Inference:p99<=1ms", "normal", `bound "Inference:p99<=1ms": class name "Inference" has 'I'; class names are 1 to 15 characters of a-z, 0-9, _ and -`},
+		{"abcdefghijklmnop:p99<=1ms", "normal", `bound "abcdefghijklmnop:p99<=1ms": class name "abcdefghijklmnop" is too long; class names are 1 to 15 characters of a-z, 0-9, _ and -`},
+		{"a:max<=1ms;a:p99<=1ms", "normal", `bound "a:max<=1ms;a:p99<=1ms": class "a" has more than one bound; list all its clauses once, e.g. a:p99<=200us,max<=5ms`},
+		{"max<=1ms;normal:p99<=1ms", "normal", `bound "max<=1ms;normal:p99<=1ms": class "normal" has more than one bound; list all its clauses once, e.g. normal:p99<=200us,max<=5ms`},
+		{"max<=1ms", "", `bound "max<=1ms": no class given; write CLASS:..., e.g. inference:max<=1ms`},
+		{"p99<=1ms:x", "normal", `bound "p99<=1ms:x": class name "p99<=1ms" has '<'; class names are 1 to 15 characters of a-z, 0-9, _ and -`},
+		{"max<=9999999h", "normal", `bound "max<=9999999h": "9999999h" is not a duration (use e.g. 200us, 5ms)`},
+	}
+	for _, tt := range tests {
+		got, err := ParseBounds(tt.spec, tt.defaultClass)
+		if err == nil {
+			t.Errorf("ParseBounds(%q) = %v, want an error", tt.spec, got)
+			continue
+		}
+		if !errors.Is(err, ErrBadBound) {
+			t.Errorf("ParseBounds(%q): %v does not wrap ErrBadBound", tt.spec, err)
+		}
+		if err.Error() != tt.want {
+			t.Errorf("ParseBounds(%q):\n got %s\nwant %s", tt.spec, err, tt.want)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParseBounds(%q): error is not one line: %q", tt.spec, err)
+		}
+	}
+}
+
+func TestBoundString(t *testing.T) {
+	bounds, err := ParseBounds("inference:p99<=200us,max<5ms,mean<=1.5ms;p99.9<=1s", "normal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, b := range bounds {
+		parts = append(parts, b.String())
+	}
+	want := "inference:p99<=200µs,max<5ms,mean<=1.5ms;normal:p99.9<=1s"
+	if got := strings.Join(parts, ";"); got != want {
+		t.Errorf("rendered %q, want %q", got, want)
+	}
+}
+
+// FuzzParseBounds: ParseBounds never panics, every error wraps ErrBadBound
+// and is one line, and an accepted spec renders to one that parses to the
+// same bounds.
+func FuzzParseBounds(f *testing.F) {
+	for _, s := range []string{
+		"inference:p99<=200us,max<=5ms",
+		"inference:p99<=200us,max<=5ms;normal:p50<=10ms",
+		"p99.9<1ms,mean<=300µs",
+		"p0.001<=1ns",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		bounds, err := ParseBounds(spec, "normal")
+		if err != nil {
+			if !errors.Is(err, ErrBadBound) {
+				t.Fatalf("error %v does not wrap ErrBadBound", err)
+			}
+			if strings.ContainsAny(err.Error(), "\n\r") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			return
+		}
+		if len(bounds) == 0 {
+			t.Fatal("no error and no bounds")
+		}
+		parts := make([]string, len(bounds))
+		for i, b := range bounds {
+			if len(b.Clauses) == 0 {
+				t.Fatalf("bound for %q has no clauses", b.Class)
+			}
+			for _, c := range b.Clauses {
+				if c.Limit < 0 {
+					t.Fatalf("negative limit in %v", c)
+				}
+				if strings.HasPrefix(c.Stat, "p") && !(c.Quantile > 0 && c.Quantile <= 1) {
+					t.Fatalf("%s has quantile %v", c.Stat, c.Quantile)
+				}
+			}
+			parts[i] = b.String()
+		}
+		rendered := strings.Join(parts, ";")
+		again, err := ParseBounds(rendered, "other")
+		if err != nil {
+			t.Fatalf("%q rendered as %q, which does not parse: %v", spec, rendered, err)
+		}
+		if diff := cmp.Diff(bounds, again); diff != "" {
+			t.Fatalf("%q rendered as %q parses differently (-first +again):\n%s", spec, rendered, diff)
+		}
+	})
+}
+
+func mustClause(t *testing.T, text string) Clause {
+	t.Helper()
+	b, err := ParseBounds(text, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[0].Clauses[0]
+}
+
+// TestCheckConservative: the true p99 is below the limit, but the bucket
+// holding it reaches above it, so the clause fails; with a max below the
+// limit, the same bucket passes because the true p99 cannot exceed the max.
+func TestCheckConservative(t *testing.T) {
+	// 200µs lies in the bucket [196.608µs, 200.704µs).
+	lo, hi := BucketBounds(BucketIndex(200000))
+	if lo != 196608 || hi != 200704 {
+		t.Fatalf("bucket of 200µs is [%d, %d)", lo, hi)
+	}
+	var h Histogram
+	h.RecordN(10000, 990)
+	h.RecordN(199000, 10) // the p99 and the max: 199µs, under 200µs
+	h.Record(300000)      // one sample above it, beyond the p99
+	c := mustClause(t, "p99<=200us")
+
+	v := c.Check(&h)
+	if v.Pass {
+		t.Errorf("true p99 199µs, bucket up to 200.703µs, limit 200µs: passed, want FAIL: %s", v)
+	}
+	if v.Measured != 200703*time.Nanosecond {
+		t.Errorf("Measured = %v, want the bucket's largest value 200.703µs", v.Measured)
+	}
+	t.Log(v)
+
+	// Remove the outlier: now the max (199µs) caps the p99 and it passes.
+	var h2 Histogram
+	h2.RecordN(10000, 980)
+	h2.RecordN(199000, 20)
+	v = c.Check(&h2)
+	if !v.Pass || v.Measured != 199*time.Microsecond {
+		t.Errorf("p99 capped by max 199µs: %s (measured %v), want PASS at 199µs", v, v.Measured)
+	}
+	t.Log(v)
+
+	// A limit at or above the bucket's last value passes.
+	if v := mustClause(t, "p99<=200703ns").Check(&h); !v.Pass {
+		t.Errorf("limit at the bucket's largest value: %s, want PASS", v)
+	}
+	if v := mustClause(t, "p99<200703ns").Check(&h); v.Pass {
+		t.Errorf("strict limit equal to the bucket's largest value: %s, want FAIL", v)
+	}
+	if v := mustClause(t, "p99<200704ns").Check(&h); !v.Pass {
+		t.Errorf("strict limit just above the bucket: %s, want PASS", v)
+	}
+}
+
+func TestCheckStats(t *testing.T) {
+	var h Histogram
+	for _, v := range []uint64{1000, 2000, 3000, 4000, 5000000} {
+		h.Record(v)
+	}
+	tests := []struct {
+		clause   string
+		pass     bool
+		measured time.Duration
+	}{
+		{"max<=5ms", true, 5 * time.Millisecond},
+		{"max<5ms", false, 5 * time.Millisecond},
+		{"max<=4.999ms", false, 5 * time.Millisecond},
+		{"mean<=1.0020ms", true, 1002 * time.Microsecond},
+		{"mean<=1ms", false, 1002 * time.Microsecond},
+		// The p80 is 4000ns, in the bucket [3968, 4032).
+		{"p80<=4us", false, 4031 * time.Nanosecond},
+		{"p80<=4.031us", true, 4031 * time.Nanosecond},
+		{"p100<=5ms", true, 5 * time.Millisecond},
+		// The p50 is 3000ns, in the bucket [2944, 3008).
+		{"p50<=3us", false, 3007 * time.Nanosecond},
+	}
+	for _, tt := range tests {
+		v := mustClause(t, tt.clause).Check(&h)
+		if v.Pass != tt.pass || v.Measured != tt.measured {
+			t.Errorf("%s: pass %v measured %v, want %v %v (%s)", tt.clause, v.Pass, v.Measured, tt.pass, tt.measured, v)
+		}
+		if v.Reason == "" || v.Clause.String() == "" {
+			t.Errorf("%s: empty reason or clause: %+v", tt.clause, v)
+		}
+	}
+}
+
+func TestCheckNoSamples(t *testing.T) {
+	for _, text := range []string{"p99<=1h", "max<=1h", "mean<=1h", "p50<1h"} {
+		c := mustClause(t, text)
+		for _, h := range []*Histogram{nil, new(Histogram)} {
+			v := c.Check(h)
+			if v.Pass || v.Reason != "no samples" || v.Measured != 0 {
+				t.Errorf("%s on an empty histogram: %+v, want FAIL with reason \"no samples\"", text, v)
+			}
+		}
+	}
+	b := Bound{Class: "x", Clauses: []Clause{mustClause(t, "max<=1s"), mustClause(t, "p99<=1s")}}
+	for _, v := range b.Check(nil) {
+		if v.Pass {
+			t.Errorf("Bound.Check(nil): %s", v)
+		}
+	}
+}
+
+func TestCheckUnknownStat(t *testing.T) {
+	var h Histogram
+	h.Record(1)
+	for _, c := range []Clause{{Stat: "median", Limit: time.Hour}, {Stat: "p99", Quantile: 0, Limit: time.Hour}, {Stat: "p99", Quantile: 2, Limit: time.Hour}} {
+		if v := c.Check(&h); v.Pass || !strings.Contains(v.Reason, "unknown statistic") {
+			t.Errorf("%+v: %s, want FAIL for an unknown statistic", c, v)
+		}
+	}
+}
+
+func TestVerdictString(t *testing.T) {
+	var h Histogram
+	h.RecordN(150000, 100)
+	v := mustClause(t, "p99<=200us").Check(&h)
+	want := "PASS p99<=200µs: p99 is at most 150µs (its bucket is 147.5µs to 151.6µs, max 150µs), within 200µs"
+	if got := v.String(); got != want {
+		t.Errorf("Verdict.String() =\n %q\nwant\n %q", got, want)
+	}
+}
