@@ -8,7 +8,7 @@
  *
  * The tracer and the probes count latencies into buckets chosen by
  * hl_hist_bucket, and Go reads them back with verify.BucketBounds: the two
- * sides must agree on every u64. verify/histcheck_test.go writes values into
+ * sides must agree on every u64. verify/hist_test.go writes values into
  * inputs[], runs bucket_batch with BPF_PROG_RUN and compares buckets[] with
  * verify.BucketIndex; bucket_one does the same for a single value and is the
  * shape of the real use (count into an array indexed by the bucket with no

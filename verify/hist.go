@@ -398,17 +398,22 @@ func (h *Histogram) UnmarshalJSON(data []byte) error {
 }
 
 // WriteText draws the histogram for people, like bcc's runqlat but with
-// log-linear rows and human units:
+// log-linear rows and human units (width 20):
 //
-//	     range               count  distribution
-//	1.024µs - 1.152µs            3 |****                                    |
+//	  range           count  distribution
+//	  992ns - 1.008µs    10 |********************|
+//	1.008µs - 1.024µs     1 |**                  |
+//	1.024µs - 1.056µs     0 |                    |
+//	1.056µs - 1.088µs     0 |                    |
+//	1.088µs - 1.12µs      1 |**                  |
+//	count 12  min 1µs  mean 1.009µs  p50 ≤1.007µs  p99 ≤1.1µs  max 1.1µs
 //
-// Rows split each power of two into as many parts as fit in about 32 rows
-// between the lowest and highest non-empty bucket, so a narrow distribution
-// is shown at up to the full 3 % resolution and a wide one one row per
-// power of two. width is the length of the longest bar; 0 means 40. A
-// summary line with count, min, mean, p50, p99 and max follows; the
-// percentiles are QuantileUpper values, marked "≤".
+// Each row is lo <= v < hi. Rows merge sub-buckets as little as possible
+// while keeping the table to about 32 rows between the lowest and highest
+// non-empty bucket: a narrow distribution is drawn at the full 3 %
+// resolution, a wide one at one row per power of two. width is the length
+// of the longest bar; 0 means 40. The summary line's percentiles are
+// QuantileUpper values, hence "≤".
 func (h *Histogram) WriteText(w io.Writer, width int) error {
 	if width <= 0 {
 		width = 40
@@ -427,9 +432,9 @@ func (h *Histogram) WriteText(w io.Writer, width int) error {
 		last = i
 	}
 
-	// rows per power of two: the finest split that keeps the table short.
+	// Buckets per row: the fewest that keep the table short.
 	const maxRows = 32
-	perRow := subBuckets // buckets per row
+	perRow := subBuckets
 	for per := 1; per <= subBuckets; per *= 2 {
 		if last/per-first/per+1 <= maxRows {
 			perRow = per

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/google/go-cmp/cmp"
 
@@ -607,9 +608,13 @@ count 12  min 1µs  mean 1.009µs  p50 ≤1.007µs  p99 ≤1.1µs  max 1.1µs
 	t.Logf("\n%s", buf.String())
 }
 
-// TestBPFBucketSize checks, without loading anything, that the BPF counter
-// array is NumBuckets long, i.e. HL_HIST_BUCKETS == NumBuckets.
-func TestBPFBucketSize(t *testing.T) {
+// TestBPFBucketSpec checks, without loading anything, that the BPF counter
+// array is NumBuckets long (HL_HIST_BUCKETS == NumBuckets), and that
+// hl_hist_bucket compiled to straight-line code: its only conditional jump
+// is the final clamp. A compiler that turned the binary search back into
+// branches would multiply the paths the verifier walks in every program
+// that buckets a latency.
+func TestBPFBucketSpec(t *testing.T) {
 	spec, err := bpf.LoadHistcheck()
 	if err != nil {
 		t.Fatal(err)
@@ -620,6 +625,22 @@ func TestBPFBucketSize(t *testing.T) {
 	}
 	if got := counts.Size() / 8; got != NumBuckets {
 		t.Errorf("HL_HIST_BUCKETS = %d, NumBuckets = %d", got, NumBuckets)
+	}
+
+	prog := spec.Programs[bpf.HistcheckProgBucketOne]
+	if prog == nil {
+		t.Fatal("histcheck has no bucket_one program")
+	}
+	var jumps int
+	for _, ins := range prog.Instructions {
+		switch op := ins.OpCode.JumpOp(); op {
+		case asm.InvalidJumpOp, asm.Ja, asm.Call, asm.Exit:
+		default:
+			jumps++
+		}
+	}
+	if jumps != 1 {
+		t.Errorf("bucket_one has %d conditional jumps, want 1 (the clamp); hl_hist_bucket is no longer branchless:\n%v", jumps, prog.Instructions)
 	}
 }
 
