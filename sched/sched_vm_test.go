@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/sched"
+	"github.com/hotlane/hotlane/verify"
 	"github.com/hotlane/hotlane/vm"
 	"github.com/hotlane/hotlane/vm/vmtest"
 	"github.com/hotlane/hotlane/workloads"
@@ -314,7 +314,7 @@ func TestGuestStarvationGuard(t *testing.T) {
 
 // latencyUnder runs the reference workload (a 100 Hz inference task over
 // 2x CPU oversubscription by hogs) and returns its wake-up latencies.
-func latencyUnder(t *testing.T, d time.Duration) []time.Duration {
+func latencyUnder(t *testing.T, d time.Duration) *verify.Histogram {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -326,16 +326,14 @@ func latencyUnder(t *testing.T, d time.Duration) []time.Duration {
 		t.Fatal(err)
 	}
 	res := mix.Periodic[0]
-	if len(res.Lateness) == 0 {
+	if res.Lateness.Count() == 0 {
 		t.Fatal("no periods ran")
 	}
-	return res.Lateness
+	return &res.Lateness
 }
 
-func percentile(d []time.Duration, p float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[int(p*float64(len(s)-1))]
+func percentile(h *verify.Histogram, q float64) time.Duration {
+	return time.Duration(h.QuantileUpper(q))
 }
 
 // The product's promise, as an ordering: under the same load in the same
@@ -362,7 +360,7 @@ func TestGuestLatencyBeatsScxSimple(t *testing.T) {
 
 	p99s, p99h := percentile(underSimple, 0.99), percentile(underHotlane, 0.99)
 	t.Logf("inference wake latency p50/p99: scx_simple %v/%v (%d samples), hotlane %v/%v (%d samples)",
-		percentile(underSimple, 0.5), p99s, len(underSimple), percentile(underHotlane, 0.5), p99h, len(underHotlane))
+		percentile(underSimple, 0.5), p99s, underSimple.Count(), percentile(underHotlane, 0.5), p99h, underHotlane.Count())
 	if p99h >= p99s {
 		t.Errorf("hotlane p99 %v is not below scx_simple's %v", p99h, p99s)
 	}

@@ -149,9 +149,8 @@ func (b Bench) runOne(ctx context.Context, r *Run) error {
 	if b.Progress != nil && took > b.Duration+b.Duration/10 {
 		fmt.Fprintf(b.Progress, "bench: %s: the %s run took %s: the workload could not stop on time\n", r.Scheduler, b.Duration, took.Round(time.Millisecond))
 	}
-	for i, p := range res.Periodic {
-		r.Periodic[i].Lateness = append(r.Periodic[i].Lateness, p.Lateness...)
-		r.Periodic[i].Missed += p.Missed
+	for i := range res.Periodic {
+		r.Periodic[i].Merge(&res.Periodic[i])
 	}
 	for _, w := range res.HogWork {
 		r.HogWork += w

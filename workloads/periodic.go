@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/hotlane/hotlane/verify"
 )
 
 // Periodic is a latency-critical task in the style of an inference server
@@ -21,9 +23,9 @@ type Periodic struct {
 
 // PeriodicResult is what the threads recorded.
 type PeriodicResult struct {
-	// Lateness has one sample per period that was run: how long after its
-	// intended start the thread got the CPU back.
-	Lateness []time.Duration
+	// Lateness has one sample (in ns) per period that was run: how long
+	// after its intended start the thread got the CPU back.
+	Lateness verify.Histogram
 	// Missed counts periods skipped because the thread was still busy
 	// (or waiting) when the next one was due; those are not in Lateness.
 	Missed int
@@ -47,14 +49,19 @@ func (p Periodic) Run(ctx context.Context) (PeriodicResult, error) {
 	}
 	wg.Wait()
 	var all PeriodicResult
-	for i, r := range results {
+	for i := range results {
 		if errs[i] != nil {
 			return all, errs[i]
 		}
-		all.Lateness = append(all.Lateness, r.Lateness...)
-		all.Missed += r.Missed
+		all.Merge(&results[i])
 	}
 	return all, nil
+}
+
+// Merge adds other's samples and misses to r.
+func (r *PeriodicResult) Merge(other *PeriodicResult) {
+	r.Lateness.Merge(&other.Lateness)
+	r.Missed += other.Missed
 }
 
 func (p Periodic) thread(ctx context.Context) (PeriodicResult, error) {
@@ -62,20 +69,38 @@ func (p Periodic) thread(ctx context.Context) (PeriodicResult, error) {
 	if err := lockThread(p.Comm); err != nil {
 		return res, err
 	}
-	next := monotonicNow() + p.Period
+	clock := periodClock{next: monotonicNow() + p.Period, period: p.Period}
 	for ctx.Err() == nil {
-		if err := sleepUntil(next); err != nil {
+		if err := sleepUntil(clock.next); err != nil {
 			return res, err
 		}
-		woke := monotonicNow()
-		res.Lateness = append(res.Lateness, woke-next)
+		res.Lateness.Record(uint64(clock.lateness(monotonicNow())))
 		spinCPU(p.Compute)
-		next += p.Period
-		// Anchored to the schedule, like rt-app: a period that is
-		// already over is skipped and counted, not run late.
-		for now := monotonicNow(); next < now; next += p.Period {
-			res.Missed++
-		}
+		res.Missed += clock.finish(monotonicNow())
 	}
 	return res, nil
+}
+
+// periodClock is the schedule of a periodic thread: period k starts at
+// start + k*period whatever happened before, like rt-app and cyclictest,
+// so lateness never accumulates into drift.
+type periodClock struct {
+	next, period time.Duration
+}
+
+// lateness is how long after the current period's start the thread woke.
+func (c *periodClock) lateness(woke time.Duration) time.Duration {
+	return max(woke-c.next, 0)
+}
+
+// finish ends the current period's work at now and moves to the next
+// period that has not started yet. Periods that started while the thread
+// was still busy are skipped and counted as missed, not run late.
+func (c *periodClock) finish(now time.Duration) (missed int) {
+	c.next += c.period
+	for c.next < now {
+		c.next += c.period
+		missed++
+	}
+	return missed
 }

@@ -1,0 +1,49 @@
+package workloads
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPeriodClockLatenessAndMisses(t *testing.T) {
+	const ms = time.Millisecond
+	c := periodClock{next: 10 * ms, period: 10 * ms}
+	steps := []struct {
+		woke, done  time.Duration
+		wantLate    time.Duration
+		wantMissed  int
+		wantNextDue time.Duration
+	}{
+		{woke: 12 * ms, done: 15 * ms, wantLate: 2 * ms, wantMissed: 0, wantNextDue: 20 * ms},
+		// On time, but the work overran two period starts (30, 40).
+		{woke: 20 * ms, done: 45 * ms, wantLate: 0, wantMissed: 2, wantNextDue: 50 * ms},
+		// Work ending exactly at the next start misses nothing.
+		{woke: 50 * ms, done: 60 * ms, wantLate: 0, wantMissed: 0, wantNextDue: 60 * ms},
+		// A late wake-up is measured against the schedule, not the
+		// previous wake-up: no drift.
+		{woke: 67 * ms, done: 69 * ms, wantLate: 7 * ms, wantMissed: 0, wantNextDue: 70 * ms},
+	}
+	for i, s := range steps {
+		if got := c.lateness(s.woke); got != s.wantLate {
+			t.Errorf("step %d: lateness %v, want %v", i, got, s.wantLate)
+		}
+		if got := c.finish(s.done); got != s.wantMissed {
+			t.Errorf("step %d: missed %d, want %d", i, got, s.wantMissed)
+		}
+		if c.next != s.wantNextDue {
+			t.Errorf("step %d: next period at %v, want %v", i, c.next, s.wantNextDue)
+		}
+	}
+	// A clock read before the period start (never with TIMER_ABSTIME,
+	// but clocks are clocks) is not negative lateness.
+	if got := c.lateness(69 * ms); got != 0 {
+		t.Errorf("early wake-up lateness %v, want 0", got)
+	}
+}
+
+func TestPeriodicRejectsComputeLongerThanPeriod(t *testing.T) {
+	_, err := Periodic{Period: time.Millisecond, Compute: 2 * time.Millisecond}.Run(t.Context())
+	if err == nil {
+		t.Error("compute > period accepted")
+	}
+}
