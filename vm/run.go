@@ -46,10 +46,10 @@ type Config struct {
 	Timeout     time.Duration
 	// QemuArgs are extra qemu arguments (devices such as an NVMe disk).
 	QemuArgs []string
-	// MultiThreadedTCG runs each vCPU on its own host thread. It is
-	// faster but qemu 7.2 then races with the kernel's live code patching
-	// (BPF trampolines, static keys): about one boot in six that attaches
-	// an fentry program dies with "Oops: int3". Off by default.
+	// MultiThreadedTCG runs each vCPU on its own host thread: faster and
+	// closer to real hardware, but qemu 7.2 then races with the kernel's
+	// live code patching (BPF trampolines, static keys) and guests die
+	// with "Oops: int3"; qemu 10 did not in our runs. Off by default.
 	MultiThreadedTCG bool
 	// ResultsDir receives the files the guest left in /results; a
 	// temporary directory when empty.

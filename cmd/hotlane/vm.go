@@ -26,7 +26,7 @@ func runVM(ctx context.Context, args []string) int {
 	memory := fs.String("memory", "2G", "guest memory (qemu -m)")
 	cpus := fs.Int("cpus", 2, "guest CPUs")
 	retries := fs.Int("retries", 0, "boot again, up to this many times, when the guest kernel crashes or dies without a result (see --mttcg)")
-	mttcg := fs.Bool("mttcg", false, "run each guest CPU on its own host thread: faster, but qemu 7.2 then sometimes crashes the guest when the kernel patches live code (BPF trampolines)")
+	mttcg := fs.Bool("mttcg", false, "run each guest CPU on its own host thread: faster and needed for meaningful latencies, but qemu older than 10 then sometimes crashes the guest when the kernel patches live code")
 	results := fs.String("results", "", "copy the files the guest leaves in /results here (default: a new temporary directory)")
 	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple")
 	printVmlinux := fs.Bool("print-vmlinux", false, "fetch the kernel, print the path of its uncompressed vmlinux (with BTF) and exit")
