@@ -14,8 +14,8 @@
  *  2. enqueue: per-CPU kthreads go to their CPU's local queue and preempt
  *     whatever runs there: they are short and other work waits on them.
  *     High-priority tasks go to the high queue; if their class may preempt,
- *     a CPU is kicked for them (an idle one if any, else the CPU whose
- *     lower-class task has run the longest). Other tasks go to the fair
+ *     a wake-up kicks a CPU for them (an idle one if any, else this CPU or
+ *     the one whose lower-class task has run the longest). Other tasks go to the fair
  *     queue in vtime order, with at most one slice of banked credit.
  *  3. dispatch: the high queue first, then the fair queue, except when the
  *     fair queue has waited longer than starvation_ns: then it goes first,
@@ -122,10 +122,24 @@ static __always_inline bool is_percpu_kthread(struct task_struct *p)
 	return (p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1;
 }
 
+/* May p preempt the task running on cpu: a busy CPU, not high priority? */
+static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu)
+{
+	struct hl_cpu *c;
+
+	if (cpu >= nr_cpus || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+		return NULL;
+	c = bpf_map_lookup_elem(&cpus, &cpu);
+	if (!c || !c->busy || c->high)
+		return NULL;
+	return c;
+}
+
 /*
- * Make a CPU pick up a high-priority task that was just queued: an idle CPU
- * if there is one, else the allowed CPU whose lower-class task has run the
- * longest, since it has had the most of its share.
+ * Make a CPU pick up a high-priority task that just woke: an idle CPU if
+ * there is one; else this CPU, when it runs a lower class, because a local
+ * reschedule needs no IPI; else the allowed CPU whose lower-class task has
+ * run the longest, since it has had the most of its share.
  */
 static void kick_for(struct task_struct *p, struct hl_stats *st)
 {
@@ -140,20 +154,20 @@ static void kick_for(struct task_struct *p, struct hl_stats *st)
 		return;
 	}
 
-	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
-		struct hl_cpu *c;
-		u32 key = i;
+	cpu = bpf_get_smp_processor_id();
+	if (preemptible(p, cpu)) {
+		victim = cpu;
+	} else {
+		for (u32 i = 0; i < HL_MAX_CPUS; i++) {
+			struct hl_cpu *c;
 
-		if (i >= nr_cpus)
-			break;
-		if (!bpf_cpumask_test_cpu(i, p->cpus_ptr))
-			continue;
-		c = bpf_map_lookup_elem(&cpus, &key);
-		if (!c || !c->busy || c->high)
-			continue;
-		if (now - c->started_at >= longest) {
-			longest = now - c->started_at;
-			victim = i;
+			if (i >= nr_cpus)
+				break;
+			c = preemptible(p, i);
+			if (c && now - c->started_at >= longest) {
+				longest = now - c->started_at;
+				victim = i;
+			}
 		}
 	}
 	if (victim >= 0) {
@@ -210,7 +224,9 @@ int hl_enqueue(u64 *ctx)
 
 	if (c->high_priority) {
 		hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
-		if (c->preempt)
+		/* Only wake-ups kick: a task whose slice ran out is requeued on
+		 * its own CPU, which serves the high queue first anyway. */
+		if (c->preempt && (enq_flags & HL_ENQ_WAKEUP))
 			kick_for(p, st);
 		return 0;
 	}
