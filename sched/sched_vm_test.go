@@ -3,10 +3,12 @@ package sched_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -114,7 +116,9 @@ func startRun(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 func TestGuestRunStopsOnSignals(t *testing.T) {
 	vmtest.RequireGuest(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		cmd, stderr := startRun(t)
+		statsFile := t.TempDir() + "/stats.jsonl"
+		cmd, stderr := startRun(t, "--stats-json", statsFile, "--stats-interval", "100ms")
+		time.Sleep(500 * time.Millisecond)
 		cmd.Process.Signal(sig)
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("%v: hotlane run: %v\n%s", sig, err, stderr)
@@ -123,6 +127,16 @@ func TestGuestRunStopsOnSignals(t *testing.T) {
 			t.Errorf("%v: exit reason missing:\n%s", sig, stderr)
 		}
 		waitState(t, "disabled", 5*time.Second)
+
+		raw, err := os.ReadFile(statsFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+		var st sched.Stats
+		if err := json.Unmarshal([]byte(lines[0]), &st); err != nil || len(st.Classes) != 2 || st.Classes[1].Class != "normal" {
+			t.Errorf("%v: stats JSON line %q: %+v, %v", sig, lines[0], st, err)
+		}
 	}
 }
 
@@ -404,4 +418,59 @@ func TestGuestRefusalsLeaveNothingAttached(t *testing.T) {
 			t.Errorf("%s: sched_ext state %q after the refusal", tc.name, got)
 		}
 	}
+}
+
+// sleeperEnv turns the test binary into a small process that wakes every
+// millisecond, for tests that need a process of their own to move around.
+const sleeperEnv = "HOTLANE_TEST_SLEEPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(sleeperEnv) == "1" {
+		runtime.LockOSThread() // the main thread, whose tid is the pid, does the sleeping
+		for {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// A task moved into a cgroup (and out again) after the scheduler started
+// is reclassified on its next event.
+func TestGuestClassificationFollowsCgroup(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const cg = "/sys/fs/cgroup/infer.slice"
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(cg)
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), sleeperEnv+"=1")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		child.Process.Kill()
+		child.Wait()
+	}()
+	pid := child.Process.Pid
+
+	p, err := policy.Parse("cgroup-policy", []byte(`{"classes": [
+		{"name": "inference", "high_priority": true, "preempt": true, "match": [{"cgroup": "/infer.slice"}]},
+		{"name": "normal"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := load(t, p, sched.Config{})
+	waitClass(t, s, pid, "normal")
+
+	move := func(dir string) {
+		t.Helper()
+		if err := os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			t.Fatalf("move %d to %s: %v", pid, dir, err)
+		}
+	}
+	move(cg)
+	waitClass(t, s, pid, "inference")
+	move("/sys/fs/cgroup")
+	waitClass(t, s, pid, "normal")
 }

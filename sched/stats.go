@@ -38,6 +38,10 @@ type Stats struct {
 	IdleKicks       uint64       `json:"idle_kicks"`
 	GuardDispatches uint64       `json:"starvation_guard_dispatches"`
 	KthreadDirect   uint64       `json:"kthread_direct"`
+	// ClassifyUncached counts classifications that could not be cached
+	// (task storage unavailable): those tasks were classified afresh,
+	// correctly but at a higher cost.
+	ClassifyUncached uint64 `json:"classify_uncached"`
 }
 
 // Stats reads the counters.
@@ -58,7 +62,11 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.GuardDispatches += r.GuardDispatches
 		sum.KthreadDirect += r.KthreadDirect
 	}
-	return sum.stats(s.classes, time.Now()), nil
+	st := sum.stats(s.classes, time.Now())
+	if err := s.coll.Variables["hl_classify_storage_failures"].Get(&st.ClassifyUncached); err != nil {
+		return Stats{}, fmt.Errorf("read classifier failures: %w", err)
+	}
+	return st, nil
 }
 
 func (r statsRecord) stats(classes []string, now time.Time) Stats {
@@ -91,6 +99,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.IdleKicks -= prev.IdleKicks
 	d.GuardDispatches -= prev.GuardDispatches
 	d.KthreadDirect -= prev.KthreadDirect
+	d.ClassifyUncached -= prev.ClassifyUncached
 	return d
 }
 
@@ -101,7 +110,11 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d\n", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect)
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect)
+	if s.ClassifyUncached > 0 {
+		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
+	}
+	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

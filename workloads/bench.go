@@ -149,12 +149,24 @@ func (b Bench) runOne(ctx context.Context, r *Run) error {
 	if b.Progress != nil && took > b.Duration+b.Duration/10 {
 		fmt.Fprintf(b.Progress, "bench: %s: the %s run took %s: the workload could not stop on time\n", r.Scheduler, b.Duration, took.Round(time.Millisecond))
 	}
+	var work uint64
+	for _, w := range res.HogWork {
+		work += w
+	}
+	if b.Progress != nil {
+		var sampled uint64
+		var missed int
+		for _, p := range res.Periodic {
+			sampled += p.Lateness.Count()
+			missed += p.Missed
+		}
+		fmt.Fprintf(b.Progress, "bench: %s: %d periods sampled, %d missed, hogs %.1f Mloops/s over %s\n",
+			r.Scheduler, sampled, missed, float64(work)/took.Seconds()/1e6, took.Round(time.Millisecond))
+	}
 	for i := range res.Periodic {
 		r.Periodic[i].Merge(&res.Periodic[i])
 	}
-	for _, w := range res.HogWork {
-		r.HogWork += w
-	}
+	r.HogWork += work
 	return nil
 }
 
