@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -39,11 +38,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitError
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	scheds, err := workloads.ParseSchedulers(*list)
 	if err != nil {

@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -36,6 +38,19 @@ func commands() []command {
 		{"bench", "compare schedulers on the same workload (inside the VM)", runBench},
 		{"vm", "boot a sched_ext kernel under qemu and run a hotlane command inside it", runVM},
 	}
+}
+
+// parseFlags parses a subcommand's flags. When done is true the command
+// returns code at once: -h printed the help (0) or a flag was wrong (2; the
+// flag package has already said which).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitError, true
+	}
+	return 0, false
 }
 
 func usage() {

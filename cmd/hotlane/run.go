@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -46,11 +45,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitError
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "hotlane run: unexpected argument %q\n", fs.Arg(0))

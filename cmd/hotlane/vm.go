@@ -51,11 +51,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitError
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 
 	k, err := vm.ResolveKernel(ctx, *cacheDir, *kernel, os.Stderr)

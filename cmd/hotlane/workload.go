@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -31,11 +30,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitError
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	if *duration <= 0 {
 		fmt.Fprintf(os.Stderr, "hotlane workload: --duration must be positive\n")
