@@ -40,10 +40,10 @@ func TestWriteReportRowsAndRatios(t *testing.T) {
 	if f := strings.Fields(row(HotlaneName)); f[len(f)-2] != "0.100" || f[len(f)-1] != "0.500" {
 		t.Errorf("hotlane ratios %v, want p99 0.100 and hog 0.500:\n%s", f, out)
 	}
-	if f := strings.Fields(row(ScxSimple)); f[1] != "3" || f[len(f)-2] != "1.000" {
+	if f := strings.Fields(row(ScxSimple)); f[1] != "3" || f[len(f)-2] != "1.000" || f[7] != "0" {
 		t.Errorf("baseline row %v:\n%s", f, out)
 	}
-	if !strings.Contains(out, "FAILED: did not start") {
+	if !strings.Contains(out, "eevdf FAILED: did not start") {
 		t.Errorf("failed scheduler not reported:\n%s", out)
 	}
 }

@@ -1,0 +1,69 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hotlane/hotlane/verify"
+)
+
+func TestSummarizeIsConservative(t *testing.T) {
+	var h verify.Histogram
+	for i := 1; i <= 1000; i++ {
+		h.Record(uint64(i) * uint64(time.Microsecond))
+	}
+	s := Summarize(&h)
+	if s.Samples != 1000 || s.Max != time.Millisecond {
+		t.Errorf("samples/max = %d/%v", s.Samples, s.Max)
+	}
+	// The true p99 is 990µs: the reported one is not below it and at
+	// most one bucket (3.2 %) above it.
+	if s.P99 < 990*time.Microsecond || s.P99 > 1022*time.Microsecond {
+		t.Errorf("p99 = %v, want within [990µs, 1.022ms]", s.P99)
+	}
+	if diff := cmp.Diff(Latency{}, Summarize(&verify.Histogram{})); diff != "" {
+		t.Errorf("empty histogram (-want +got):\n%s", diff)
+	}
+}
+
+func TestDurationFormat(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		812:                     "812ns",
+		41200:                   "41.2µs",
+		3070 * time.Microsecond: "3.07ms",
+		1200 * time.Millisecond: "1.20s",
+		250 * time.Millisecond:  "250ms",
+	} {
+		if got := Duration(d); got != want {
+			t.Errorf("Duration(%d) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestLossesSayNoneOrShout(t *testing.T) {
+	var b strings.Builder
+	Losses{{"ring buffer full", 0}, {"map full", 0}}.WriteText(&b)
+	if got := b.String(); got != "lost events: none (ring buffer full 0, map full 0)\n" {
+		t.Errorf("no losses: %q", got)
+	}
+	b.Reset()
+	Losses{{"ring buffer full", 3}, {"map full", 4}}.WriteText(&b)
+	if !strings.Contains(b.String(), "7 EVENTS LOST") {
+		t.Errorf("losses: %q", b.String())
+	}
+}
+
+func TestTableAligns(t *testing.T) {
+	tb := Table{Header: []string{"class", "p99"}}
+	tb.Add("inference", "1.02ms")
+	tb.Add("normal", "12.0ms")
+	var b strings.Builder
+	tb.WriteText(&b)
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(lines) != 3 || len(lines[1]) != len(lines[2]) {
+		t.Errorf("not aligned:\n%s", b.String())
+	}
+}
