@@ -34,6 +34,7 @@ func commands() []command {
 	return []command{
 		{"doctor", "report what this kernel supports (BTF, sched_ext, kfuncs, hooks, privileges)", runDoctor},
 		{"run", "run the hotlane sched_ext scheduler until Ctrl-C", runRun},
+		{"probe", "ioctl, DMA and XDP probes", runProbe},
 		{"workload", "run a periodic inference task over CPU hogs and report its lateness", runWorkload},
 		{"bench", "compare schedulers on the same workload (inside the VM)", runBench},
 		{"vm", "boot a sched_ext kernel under qemu and run a hotlane command inside it", runVM},
