@@ -29,3 +29,4 @@ package bpf
 //go:generate bpf2go -no-global-types Sched613 sched.bpf.c -- -DHL_SCX_API=613
 //go:generate bpf2go -no-global-types Sched700 sched.bpf.c -- -DHL_SCX_API=700
 //go:generate bpf2go Histcheck histcheck.bpf.c
+//go:generate bpf2go -no-global-types Runqlat runqlat.bpf.c

@@ -177,38 +177,46 @@ static __always_inline __u32 hl_classify_identity(const struct hl_task_identity 
 }
 
 /*
- * hl_classify returns the class of p, from the task-local cache when the
- * task's comm, its leader's comm and its cgroup are unchanged. p must be a
- * trusted task pointer (tp_btf and struct_ops arguments): task storage is
- * keyed by the task itself.
+ * hl_classify_cached returns the class of p, whose identity the caller has
+ * read, from the task-local cache when the task's comm, its leader's comm,
+ * its cgroup and its policy are unchanged. p must be a trusted task
+ * pointer (tp_btf and struct_ops arguments): task storage is keyed by the
+ * task itself.
  */
-static __always_inline __u32 hl_classify(struct task_struct *p)
+static __always_inline __u32 hl_classify_cached(struct task_struct *p, const struct hl_task_identity *id)
 {
-	struct hl_task_identity id = {};
 	struct hl_task_class *c;
 	__u32 class_id;
 
-	hl_read_identity(p, &id);
 	c = bpf_task_storage_get(&hl_task_classes, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (c && c->valid && c->comm[0] == id.comm[0] && c->comm[1] == id.comm[1] &&
-	    c->pcomm[0] == id.pcomm[0] && c->pcomm[1] == id.pcomm[1] &&
-	    c->cgroup_id == id.cgroup_id && c->policy == id.policy)
+	if (c && c->valid && c->comm[0] == id->comm[0] && c->comm[1] == id->comm[1] &&
+	    c->pcomm[0] == id->pcomm[0] && c->pcomm[1] == id->pcomm[1] &&
+	    c->cgroup_id == id->cgroup_id && c->policy == id->policy)
 		return c->class_id;
 
-	class_id = hl_classify_identity(&id);
+	class_id = hl_classify_identity(id);
 	if (!c) {
 		__sync_fetch_and_add(&hl_classify_storage_failures, 1);
 		return class_id;
 	}
-	c->comm[0] = id.comm[0];
-	c->comm[1] = id.comm[1];
-	c->pcomm[0] = id.pcomm[0];
-	c->pcomm[1] = id.pcomm[1];
-	c->cgroup_id = id.cgroup_id;
-	c->policy = id.policy;
+	c->comm[0] = id->comm[0];
+	c->comm[1] = id->comm[1];
+	c->pcomm[0] = id->pcomm[0];
+	c->pcomm[1] = id->pcomm[1];
+	c->cgroup_id = id->cgroup_id;
+	c->policy = id->policy;
 	c->class_id = class_id;
 	c->valid = 1;
 	return class_id;
+}
+
+/* hl_classify reads p's identity and classifies it through the cache. */
+static __always_inline __u32 hl_classify(struct task_struct *p)
+{
+	struct hl_task_identity id = {};
+
+	hl_read_identity(p, &id);
+	return hl_classify_cached(p, &id);
 }
 
 #endif /* HOTLANE_CLASSIFY_BPF_H */

@@ -1,0 +1,494 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/loader"
+	"github.com/hotlane/hotlane/policy"
+)
+
+// Hook families the tracer can attach with.
+const (
+	HookTpBTF = "tp_btf" // typed tracepoints, task-local stamps
+	HookRawTP = "raw_tp" // fallback: untyped, pid-keyed stamps
+)
+
+// TracerConfig says what to trace.
+type TracerConfig struct {
+	// Table is the compiled policy: the tracer classifies like the
+	// scheduler.
+	Table *policy.Table
+	// Thresholds streams each wait above the class's threshold as a
+	// Violation; classes without one stream nothing.
+	Thresholds map[string]time.Duration
+	// FilterTGID and FilterComm (a prefix) restrict the tracer to one
+	// process or to matching threads; zero values trace everything.
+	FilterTGID uint32
+	FilterComm string
+	// PerTask keeps a histogram per task (up to 1024 tasks).
+	PerTask bool
+	// RingBufferBytes sizes the violation stream (a power of two of at
+	// least one page); 0 means 256 KiB.
+	RingBufferBytes int
+	// Hook forces HookTpBTF or HookRawTP; empty picks tp_btf and falls
+	// back to raw_tp when it cannot attach.
+	Hook string
+}
+
+// Tracer is an attached run-queue latency tracer.
+type Tracer struct {
+	coll    *ebpf.Collection
+	links   []link.Link
+	ring    *ringbuf.Reader
+	stats   io.Closer
+	classes []string
+	// Hook is the hook family in use.
+	Hook string
+	// Started is when the tracer was attached.
+	Started time.Time
+}
+
+// ErrBadTracerConfig is returned for configurations Attach refuses.
+var ErrBadTracerConfig = errors.New("bad tracer configuration")
+
+// hookPrograms lists each family's programs and what they attach to.
+func hookPrograms(hook string) map[string]string {
+	if hook == HookRawTP {
+		return map[string]string{
+			"rq_wakeup_raw": "sched_wakeup", "rq_wakeup_new_raw": "sched_wakeup_new",
+			"rq_switch_raw": "sched_switch", "rq_free_raw": "sched_process_free",
+		}
+	}
+	return map[string]string{
+		"rq_wakeup_btf": "sched_wakeup", "rq_wakeup_new_btf": "sched_wakeup_new", "rq_switch_btf": "sched_switch",
+	}
+}
+
+// Attach loads the tracer and attaches it to the scheduler tracepoints.
+// On any error nothing stays attached.
+func Attach(cfg TracerConfig) (*Tracer, error) {
+	if cfg.Table == nil {
+		return nil, fmt.Errorf("%w: no policy", ErrBadTracerConfig)
+	}
+	if len(cfg.FilterComm) > policy.MaxCommLen {
+		return nil, fmt.Errorf("%w: comm filter %q is longer than %d bytes", ErrBadTracerConfig, cfg.FilterComm, policy.MaxCommLen)
+	}
+	if cfg.RingBufferBytes != 0 && (cfg.RingBufferBytes < os.Getpagesize() || cfg.RingBufferBytes&(cfg.RingBufferBytes-1) != 0) {
+		return nil, fmt.Errorf("%w: ring buffer size %d: use a power of two of at least %d", ErrBadTracerConfig, cfg.RingBufferBytes, os.Getpagesize())
+	}
+	var thresholds [policy.MaxClasses]uint64
+	for name, d := range cfg.Thresholds {
+		i := indexOf(cfg.Table.Names, name)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: bound for unknown class %q (classes: %v)", ErrBadTracerConfig, name, cfg.Table.Names)
+		}
+		thresholds[i] = uint64(d.Nanoseconds())
+	}
+	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON"); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
+	}
+
+	hooks := []string{HookTpBTF, HookRawTP}
+	if cfg.Hook != "" {
+		if cfg.Hook != HookTpBTF && cfg.Hook != HookRawTP {
+			return nil, fmt.Errorf("%w: hook %q: use %s or %s", ErrBadTracerConfig, cfg.Hook, HookTpBTF, HookRawTP)
+		}
+		hooks = []string{cfg.Hook}
+	}
+	var errs []error
+	for _, hook := range hooks {
+		t, err := attach(cfg, thresholds, hook)
+		if err == nil {
+			return t, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", hook, err))
+	}
+	return nil, fmt.Errorf("attach the run-queue tracer: %w", errors.Join(errs...))
+}
+
+func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string) (_ *Tracer, err error) {
+	spec, err := bpf.LoadRunqlat()
+	if err != nil {
+		return nil, err
+	}
+	// Load only this family's programs.
+	want := hookPrograms(hook)
+	for name := range spec.Programs {
+		if _, ok := want[name]; !ok {
+			delete(spec.Programs, name)
+		}
+	}
+	var comm [policy.CommLen]byte
+	copy(comm[:], cfg.FilterComm)
+	vars := map[string]any{
+		"hl_rules":        cfg.Table.RulesArray(),
+		"hl_nr_rules":     cfg.Table.NrRules(),
+		"hl_nr_classes":   cfg.Table.NrClasses(),
+		"threshold_ns":    thresholds,
+		"filter_tgid":     cfg.FilterTGID,
+		"filter_comm":     comm,
+		"filter_comm_len": uint32(len(cfg.FilterComm)),
+		"per_task":        cfg.PerTask,
+	}
+	for name, v := range vars {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	if cfg.RingBufferBytes > 0 {
+		spec.Maps["violations"].MaxEntries = uint32(cfg.RingBufferBytes)
+	}
+
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tracer{coll: coll, Hook: hook, classes: cfg.Table.Names}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	for prog, tp := range want {
+		var l link.Link
+		if hook == HookRawTP {
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: coll.Programs[prog]})
+		} else {
+			l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[prog]})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("attach %s to %s: %w", prog, tp, err)
+		}
+		t.links = append(t.links, l)
+	}
+	if t.ring, err = ringbuf.NewReader(coll.Maps["violations"]); err != nil {
+		return nil, err
+	}
+	// Run-time statistics cost a little on every program run; they are
+	// how the report states the tracer's own overhead. Where they cannot
+	// be enabled the report says so.
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		t.stats = st
+	}
+	t.Started = time.Now()
+	return t, nil
+}
+
+func indexOf(names []string, name string) int {
+	for i, n := range names {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Close detaches the tracer.
+func (t *Tracer) Close() error {
+	var errs []error
+	if t.ring != nil {
+		errs = append(errs, t.ring.Close())
+	}
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	if t.stats != nil {
+		errs = append(errs, t.stats.Close())
+	}
+	t.coll.Close()
+	return errors.Join(errs...)
+}
+
+// Counters are the tracer's event counts and losses.
+type Counters struct {
+	Wakeups  uint64 `json:"wakeups"`
+	Switches uint64 `json:"switches"`
+	Samples  uint64 `json:"samples"`
+	// Losses: each is a sample, a task or a violation record the tracer
+	// could not keep.
+	StampFailures    uint64 `json:"stamp_failures"`
+	TaskTableFull    uint64 `json:"task_table_full"`
+	RingbufDrops     uint64 `json:"ringbuf_drops"`
+	ClassifyUncached uint64 `json:"classify_uncached"`
+}
+
+// countersRecord mirrors struct rq_counters.
+type countersRecord struct {
+	Wakeups, Switches, Samples, StampFailures, TaskTableFull, RingbufDrops uint64
+}
+
+// ClassLatency is one class's run-queue latency.
+type ClassLatency struct {
+	Class string     `json:"class"`
+	Hist  *Histogram `json:"histogram"`
+}
+
+// CPULatency is the run-queue latency of the tasks switched in on a CPU.
+type CPULatency struct {
+	CPU  int        `json:"cpu"`
+	Hist *Histogram `json:"histogram"`
+}
+
+// TaskLatency is one task's run-queue latency.
+type TaskLatency struct {
+	PID   uint32     `json:"pid"`
+	TGID  uint32     `json:"tgid"`
+	Comm  string     `json:"comm"`
+	Class string     `json:"class"`
+	Hist  *Histogram `json:"histogram"`
+}
+
+// Snapshot is everything the tracer has measured so far.
+type Snapshot struct {
+	Hook     string         `json:"hook"`
+	Elapsed  time.Duration  `json:"elapsed_ns"`
+	Classes  []ClassLatency `json:"classes"`
+	CPUs     []CPULatency   `json:"cpus"`
+	Tasks    []TaskLatency  `json:"tasks,omitempty"`
+	Counters Counters       `json:"counters"`
+}
+
+// classTotals mirrors struct class_totals.
+type classTotals struct{ Max, Sum uint64 }
+
+// Snapshot reads the histograms and counters.
+func (t *Tracer) Snapshot() (*Snapshot, error) {
+	s := &Snapshot{Hook: t.Hook, Elapsed: time.Since(t.Started)}
+
+	var perCPU []countersRecord
+	if err := t.coll.Maps["counters"].Lookup(uint32(0), &perCPU); err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	for _, c := range perCPU {
+		s.Counters.Wakeups += c.Wakeups
+		s.Counters.Switches += c.Switches
+		s.Counters.Samples += c.Samples
+		s.Counters.StampFailures += c.StampFailures
+		s.Counters.TaskTableFull += c.TaskTableFull
+		s.Counters.RingbufDrops += c.RingbufDrops
+	}
+	if err := t.coll.Variables["hl_classify_storage_failures"].Get(&s.Counters.ClassifyUncached); err != nil {
+		return nil, fmt.Errorf("read classifier failures: %w", err)
+	}
+
+	ncpu := len(perCPU)
+	classCounts := make([][]uint64, len(t.classes))
+	cpuCounts := make([][]uint64, ncpu)
+	for i := range classCounts {
+		classCounts[i] = make([]uint64, NumBuckets)
+	}
+	for i := range cpuCounts {
+		cpuCounts[i] = make([]uint64, NumBuckets)
+	}
+	var (
+		key    uint32
+		values []uint64
+	)
+	it := t.coll.Maps["hist"].Iterate()
+	for it.Next(&key, &values) {
+		class, bucket := int(key)/NumBuckets, int(key)%NumBuckets
+		if class >= len(t.classes) {
+			continue
+		}
+		for cpu, n := range values {
+			classCounts[class][bucket] += n
+			cpuCounts[cpu][bucket] += n
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read histograms: %w", err)
+	}
+
+	cpuMax := make([]uint64, ncpu)
+	cpuSum := make([]uint64, ncpu)
+	for i, name := range t.classes {
+		var tot []classTotals
+		if err := t.coll.Maps["totals"].Lookup(uint32(i), &tot); err != nil {
+			return nil, fmt.Errorf("read class totals: %w", err)
+		}
+		var mx, sum uint64
+		for cpu, c := range tot {
+			mx = max(mx, c.Max)
+			sum += c.Sum
+			cpuMax[cpu] = max(cpuMax[cpu], c.Max)
+			cpuSum[cpu] += c.Sum
+		}
+		h, err := FromBuckets(classCounts[i], mx)
+		if err != nil {
+			return nil, err
+		}
+		h.SetSum(sum)
+		s.Classes = append(s.Classes, ClassLatency{Class: name, Hist: h})
+	}
+	for cpu := range cpuCounts {
+		h, err := FromBuckets(cpuCounts[cpu], cpuMax[cpu])
+		if err != nil {
+			return nil, err
+		}
+		h.SetSum(cpuSum[cpu])
+		s.CPUs = append(s.CPUs, CPULatency{CPU: cpu, Hist: h})
+	}
+
+	tasks, err := t.tasks()
+	if err != nil {
+		return nil, err
+	}
+	s.Tasks = tasks
+	return s, nil
+}
+
+// taskRecord mirrors struct task_hist.
+type taskRecord struct {
+	TGID    uint32
+	ClassID uint32
+	Comm    [policy.CommLen]byte
+	Max     uint64
+	Sum     uint64
+	Buckets [NumBuckets]uint32
+}
+
+type taskKey struct {
+	PID       uint32
+	_         uint32
+	StartTime uint64
+}
+
+func (t *Tracer) tasks() ([]TaskLatency, error) {
+	var (
+		key taskKey
+		rec taskRecord
+		out []TaskLatency
+	)
+	counts := make([]uint64, NumBuckets)
+	it := t.coll.Maps["tasks"].Iterate()
+	for it.Next(&key, &rec) {
+		for i, n := range rec.Buckets {
+			counts[i] = uint64(n)
+		}
+		h, err := FromBuckets(counts, rec.Max)
+		if err != nil {
+			return nil, err
+		}
+		h.SetSum(rec.Sum)
+		class := ""
+		if int(rec.ClassID) < len(t.classes) {
+			class = t.classes[rec.ClassID]
+		}
+		out = append(out, TaskLatency{PID: key.PID, TGID: rec.TGID, Comm: cString(rec.Comm[:]), Class: class, Hist: h})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read per-task histograms: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Hist.QuantileUpper(0.99) > out[j].Hist.QuantileUpper(0.99)
+	})
+	return out, nil
+}
+
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// Violation is one wait above its class's threshold.
+type Violation struct {
+	At       time.Duration `json:"at_ns"` // CLOCK_MONOTONIC
+	Latency  time.Duration `json:"latency_ns"`
+	PID      uint32        `json:"pid"`
+	TGID     uint32        `json:"tgid"`
+	Comm     string        `json:"comm"`
+	Class    string        `json:"class"`
+	CPU      uint32        `json:"cpu"`
+	PrevPID  uint32        `json:"prev_pid"`
+	PrevComm string        `json:"prev_comm"`
+}
+
+// violationRecord mirrors struct violation.
+type violationRecord struct {
+	AtNs, LatencyNs         uint64
+	PID, TGID, ClassID, CPU uint32
+	PrevPID, _              uint32
+	Comm, PrevComm          [policy.CommLen]byte
+}
+
+// ReadViolations calls fn for each streamed violation until ctx is done or
+// the tracer is closed.
+func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
+	stop := context.AfterFunc(ctx, func() { t.ring.SetDeadline(time.Now()) })
+	defer stop()
+	for {
+		rec, err := t.ring.Read()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		var v violationRecord
+		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.LittleEndian, &v); err != nil {
+			return fmt.Errorf("decode violation: %w", err)
+		}
+		class := ""
+		if int(v.ClassID) < len(t.classes) {
+			class = t.classes[v.ClassID]
+		}
+		fn(Violation{
+			At: time.Duration(v.AtNs), Latency: time.Duration(v.LatencyNs),
+			PID: v.PID, TGID: v.TGID, Comm: cString(v.Comm[:]), Class: class, CPU: v.CPU,
+			PrevPID: v.PrevPID, PrevComm: cString(v.PrevComm[:]),
+		})
+	}
+}
+
+// ProgramCost is one BPF program's own run time.
+type ProgramCost struct {
+	Program string        `json:"program"`
+	Runs    uint64        `json:"runs"`
+	Total   time.Duration `json:"total_ns"`
+}
+
+// PerRun is the average run time.
+func (c ProgramCost) PerRun() time.Duration {
+	if c.Runs == 0 {
+		return 0
+	}
+	return c.Total / time.Duration(c.Runs)
+}
+
+// Cost returns each program's run count and run time (BPF_ENABLE_STATS),
+// or an error saying the kernel did not provide them.
+func (t *Tracer) Cost() ([]ProgramCost, error) {
+	if t.stats == nil {
+		return nil, errors.New("BPF run-time statistics unavailable (BPF_ENABLE_STATS failed)")
+	}
+	var out []ProgramCost
+	for name, p := range t.coll.Programs {
+		st, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("stats of %s: %w", name, err)
+		}
+		out = append(out, ProgramCost{Program: name, Runs: st.RunCount, Total: st.Runtime})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Program < out[j].Program })
+	return out, nil
+}
