@@ -11,8 +11,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/hotlane/hotlane/verify"
 )
 
 // Latency condenses a latency histogram. Percentiles are the upper edges
@@ -28,8 +26,17 @@ type Latency struct {
 	Max     time.Duration `json:"max_ns"`
 }
 
-// Summarize condenses h; an empty histogram gives zero values.
-func Summarize(h *verify.Histogram) Latency {
+// Distribution is what Summarize reads: verify.Histogram implements it.
+// (An interface, so that verify can use this package for its own report.)
+type Distribution interface {
+	Count() uint64
+	Mean() float64
+	Max() uint64
+	QuantileUpper(q float64) uint64
+}
+
+// Summarize condenses h; an empty distribution gives zero values.
+func Summarize(h Distribution) Latency {
 	if h == nil || h.Count() == 0 {
 		return Latency{}
 	}

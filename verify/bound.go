@@ -17,34 +17,34 @@ const boundSyntax = "write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p9
 
 // A Bound is the latency limits one task class must meet.
 type Bound struct {
-	Class   string
-	Clauses []Clause
+	Class   string   `json:"class"`
+	Clauses []Clause `json:"clauses"`
 }
 
 // A Clause limits one statistic of a class's latency histogram.
 type Clause struct {
 	// Stat names the statistic as written in a spec, in canonical form:
 	// "max", "mean", or a percentile such as "p50", "p99.9".
-	Stat string
+	Stat string `json:"stat"`
 	// Quantile is the quantile of a percentile clause (0.999 for p99.9),
 	// and 0 for max and mean.
-	Quantile float64
+	Quantile float64 `json:"quantile,omitempty"`
 	// Limit is the largest latency allowed (with Strict, the bound).
-	Limit time.Duration
+	Limit time.Duration `json:"limit_ns"`
 	// Strict is set for "<": the statistic must stay below Limit.
-	Strict bool
+	Strict bool `json:"strict,omitempty"`
 }
 
 // A Verdict is the outcome of checking one clause against a histogram.
 type Verdict struct {
-	Clause Clause
-	Pass   bool
+	Clause Clause `json:"clause"`
+	Pass   bool   `json:"pass"`
 	// Measured is the value compared with the limit: for a percentile the
 	// largest value it can have (Histogram.QuantileUpper), for max the
 	// exact maximum, for mean the mean. Zero when there were no samples.
-	Measured time.Duration
+	Measured time.Duration `json:"measured_ns"`
 	// Reason says why the clause failed or how it passed, for people.
-	Reason string
+	Reason string `json:"reason"`
 }
 
 // ParseBounds parses a latency bound spec:

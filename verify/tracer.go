@@ -434,12 +434,15 @@ type violationRecord struct {
 // ReadViolations calls fn for each streamed violation until ctx is done or
 // the tracer is closed.
 func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
-	stop := context.AfterFunc(ctx, func() { t.ring.SetDeadline(time.Now()) })
+	// Flush wakes a blocked Read without taking the reader's lock (which
+	// SetDeadline would wait for): Read returns what is pending, then
+	// ErrFlushed.
+	stop := context.AfterFunc(ctx, func() { t.ring.Flush() })
 	defer stop()
 	for {
 		rec, err := t.ring.Read()
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrClosed) {
+			if errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrClosed) {
 				return nil
 			}
 			return err

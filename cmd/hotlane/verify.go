@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
+	"github.com/hotlane/hotlane/verify"
+)
+
+func runVerify(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	policyPath := fs.String("policy", "", "policy file whose classes the report uses (the scheduler's); default: the built-in policy with --inference-comm")
+	var comms listFlag
+	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
+	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class)")
+	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early)")
+	jsonPath := fs.String("json", "", "also write the full report as JSON to this file")
+	pid := fs.Int("pid", 0, "trace only this process (tgid)")
+	comm := fs.String("comm", "", "trace only threads whose comm starts with this")
+	top := fs.Int("top", 10, "list this many tasks with the highest p99 (0: none)")
+	perCPU := fs.Bool("per-cpu", false, "also report per CPU")
+	noHist := fs.Bool("no-histograms", false, "do not draw the per-class histograms")
+	hook := fs.String("hook", "", "force the hook family: tp_btf or raw_tp (default: tp_btf, raw_tp if it cannot attach)")
+	ringBuf := fs.Int("ringbuf-bytes", 0, "size of the violation ring buffer (power of two; default 256 KiB)")
+	quiet := fs.Bool("q", false, "no progress lines and no per-violation lines")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: hotlane verify [flags]
+
+Measures run-queue latency - how long runnable tasks wait for a CPU - from
+the kernel's sched_wakeup and sched_switch events, per task class (the
+scheduler's classifier and policy), and checks it against a bound. Works
+under any scheduler: EEVDF, scx_simple, hotlane.
+
+The verdict is conservative: a percentile passes only if the upper edge of
+its histogram bucket is within the bound. Each wait above the bound is
+printed as it happens, with the task that was running on that CPU.
+
+Exit status: 0 bound held (or none given), 1 bound failed, 2 error.
+
+Examples:
+  hotlane verify --bound 'inference:p99<=200us,max<=5ms' --duration 30s
+  hotlane verify --policy policy.json --bound 'inference:p99<=1ms;normal:p99<=20ms' --json report.json
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "hotlane verify: %v\n", err)
+		return exitError
+	}
+	if fs.NArg() > 0 {
+		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if *duration <= 0 {
+		return fail(fmt.Errorf("--duration %s must be positive", *duration))
+	}
+	var p *policy.Policy
+	var err error
+	if *policyPath != "" {
+		if p, err = policy.Load(*policyPath); err != nil {
+			return fail(err)
+		}
+	} else {
+		p = policy.Default(comms...)
+	}
+	table, err := p.Compile("")
+	if err != nil {
+		return fail(err)
+	}
+	var bounds []verify.Bound
+	if *bound != "" {
+		if bounds, err = verify.ParseBounds(*bound, table.Names[0]); err != nil {
+			return fail(err)
+		}
+	}
+	if *pid < 0 {
+		return fail(fmt.Errorf("--pid %d: not a process id", *pid))
+	}
+	if *pid > 0 {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", *pid)); err != nil {
+			return fail(fmt.Errorf("--pid %d: no such process", *pid))
+		}
+	}
+
+	opts := verify.Options{
+		Tracer: verify.TracerConfig{
+			Table: table, FilterTGID: uint32(*pid), FilterComm: *comm,
+			PerTask: *top > 0, Hook: *hook, RingBufferBytes: *ringBuf,
+		},
+		Bounds:   bounds,
+		Duration: *duration,
+	}
+	if !*quiet {
+		opts.Progress = os.Stderr
+		opts.ProgressInterval = max(*duration/10, time.Second)
+		opts.OnViolation = func(v verify.Violation) {
+			fmt.Fprintf(os.Stderr, "violation: %s %s pid %d (%s) waited %s on cpu %d while %s (pid %d) ran\n",
+				v.Class, v.Comm, v.PID, v.Comm, report.Duration(v.Latency), v.CPU, v.PrevComm, v.PrevPID)
+		}
+	}
+	res, err := verify.Run(ctx, opts)
+	if err != nil {
+		return fail(err)
+	}
+	if err := res.WriteText(os.Stdout, verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU}); err != nil {
+		return fail(err)
+	}
+	if *jsonPath != "" {
+		f, err := os.Create(*jsonPath)
+		if err != nil {
+			return fail(err)
+		}
+		if err := res.WriteJSON(f); err != nil {
+			f.Close()
+			return fail(err)
+		}
+		if err := f.Close(); err != nil {
+			return fail(err)
+		}
+	}
+	if !res.Pass {
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,246 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hotlane/hotlane/report"
+)
+
+// Options describe one verification run.
+type Options struct {
+	Tracer TracerConfig
+	// Bounds to check at the end; each bound's tightest limit also sets
+	// its class's violation threshold.
+	Bounds []Bound
+	// Duration of the run; it also ends when ctx is done.
+	Duration time.Duration
+	// Progress, if set, receives a line every ProgressInterval.
+	Progress         io.Writer
+	ProgressInterval time.Duration
+	// OnViolation is called for each streamed violation.
+	OnViolation func(Violation)
+}
+
+// ClassVerdicts are the verdicts of one class's bound.
+type ClassVerdicts struct {
+	Class    string    `json:"class"`
+	Verdicts []Verdict `json:"verdicts"`
+}
+
+// Result is what a verification run found.
+type Result struct {
+	Snapshot   *Snapshot       `json:"snapshot"`
+	Bounds     []ClassVerdicts `json:"bounds"`
+	Pass       bool            `json:"pass"`
+	Violations uint64          `json:"violations_streamed"`
+	Cost       []ProgramCost   `json:"cost,omitempty"`
+	CostError  string          `json:"cost_error,omitempty"`
+}
+
+// Thresholds turns bounds into per-class streaming thresholds: the
+// tightest limit of each class's clauses.
+func Thresholds(bounds []Bound) map[string]time.Duration {
+	th := map[string]time.Duration{}
+	for _, b := range bounds {
+		for _, c := range b.Clauses {
+			if cur, ok := th[b.Class]; !ok || c.Limit < cur {
+				th[b.Class] = c.Limit
+			}
+		}
+	}
+	return th
+}
+
+// Run attaches the tracer, measures for the duration and checks the
+// bounds. Classes named in bounds must exist in the policy.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Duration <= 0 {
+		return nil, fmt.Errorf("%w: duration %s must be positive", ErrBadTracerConfig, opts.Duration)
+	}
+	for _, b := range opts.Bounds {
+		if opts.Tracer.Table != nil && indexOf(opts.Tracer.Table.Names, b.Class) < 0 {
+			return nil, fmt.Errorf("%w: bound for unknown class %q (the policy's classes: %v)", ErrBadBound, b.Class, opts.Tracer.Table.Names)
+		}
+	}
+	if opts.Tracer.Thresholds == nil {
+		opts.Tracer.Thresholds = Thresholds(opts.Bounds)
+	}
+	t, err := Attach(opts.Tracer)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+
+	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
+	defer cancel()
+	var streamed uint64
+	done := make(chan error, 1)
+	go func() {
+		done <- t.ReadViolations(ctx, func(v Violation) {
+			streamed++
+			if opts.OnViolation != nil {
+				opts.OnViolation(v)
+			}
+		})
+	}()
+	if opts.Progress != nil {
+		interval := opts.ProgressInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-tick.C:
+				if s, err := t.Snapshot(); err == nil {
+					fmt.Fprintf(opts.Progress, "verify: %s/%s: %d samples, %d switches, %d lost\n",
+						s.Elapsed.Round(time.Second), opts.Duration, s.Counters.Samples, s.Counters.Switches,
+						s.Counters.losses().Total())
+				}
+			}
+		}
+	}
+	<-ctx.Done()
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	snap, err := t.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Snapshot: snap, Violations: streamed, Pass: true}
+	if cost, err := t.Cost(); err != nil {
+		res.CostError = err.Error()
+	} else {
+		res.Cost = cost
+	}
+	for _, b := range opts.Bounds {
+		cv := ClassVerdicts{Class: b.Class, Verdicts: b.Check(snap.class(b.Class))}
+		for _, v := range cv.Verdicts {
+			res.Pass = res.Pass && v.Pass
+		}
+		res.Bounds = append(res.Bounds, cv)
+	}
+	return res, nil
+}
+
+func (s *Snapshot) class(name string) *Histogram {
+	for _, c := range s.Classes {
+		if c.Class == name {
+			return c.Hist
+		}
+	}
+	return &Histogram{}
+}
+
+// losses lists every way the tracer can lose data, counted or not.
+func (c Counters) losses() report.Losses {
+	return report.Losses{
+		{What: "start stamp not stored", Count: c.StampFailures},
+		{What: "violation ring buffer full", Count: c.RingbufDrops},
+		{What: "per-task samples dropped (task table full; class and CPU figures are complete)", Count: c.TaskTableFull},
+	}
+}
+
+// TextOptions shape the text report.
+type TextOptions struct {
+	TopTasks   int  // tasks listed, by p99; 0 lists none
+	Histograms bool // draw each class's histogram
+	PerCPU     bool
+}
+
+// WriteText writes the report for people.
+func (r *Result) WriteText(w io.Writer, o TextOptions) error {
+	s := r.Snapshot
+	fmt.Fprintf(w, "run-queue latency over %s (hook %s; percentiles are bucket upper edges, <= 3.2%% high)\n\n",
+		s.Elapsed.Round(time.Millisecond), s.Hook)
+	t := report.Table{Header: append([]string{"class"}, report.LatencyColumns()...)}
+	for _, c := range s.Classes {
+		t.Add(append([]string{c.Class}, report.Summarize(c.Hist).Cells()...)...)
+	}
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+	if o.Histograms {
+		for _, c := range s.Classes {
+			if c.Hist.Count() == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "\n%s:\n", c.Class)
+			if err := c.Hist.WriteText(w, 40); err != nil {
+				return err
+			}
+		}
+	}
+	if o.PerCPU {
+		fmt.Fprintln(w)
+		t := report.Table{Header: append([]string{"cpu"}, report.LatencyColumns()...)}
+		for _, c := range s.CPUs {
+			t.Add(append([]string{fmt.Sprint(c.CPU)}, report.Summarize(c.Hist).Cells()...)...)
+		}
+		if err := t.WriteText(w); err != nil {
+			return err
+		}
+	}
+	if o.TopTasks > 0 && len(s.Tasks) > 0 {
+		fmt.Fprintf(w, "\ntop %d tasks by p99:\n", min(o.TopTasks, len(s.Tasks)))
+		t := report.Table{Header: append([]string{"pid", "comm", "class"}, report.LatencyColumns()...)}
+		for _, tk := range s.Tasks[:min(o.TopTasks, len(s.Tasks))] {
+			t.Add(append([]string{fmt.Sprint(tk.PID), tk.Comm, tk.Class}, report.Summarize(tk.Hist).Cells()...)...)
+		}
+		if err := t.WriteText(w); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintln(w)
+	for _, b := range r.Bounds {
+		for _, v := range b.Verdicts {
+			fmt.Fprintf(w, "%s %s\n", b.Class, v)
+		}
+	}
+	if len(r.Bounds) > 0 {
+		verdict := "PASS"
+		if !r.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(w, "verdict: %s\n", verdict)
+	}
+
+	secs := s.Elapsed.Seconds()
+	fmt.Fprintf(w, "events: %d wakeups, %d switches (%.0f/s), %d samples, %d violations streamed\n",
+		s.Counters.Wakeups, s.Counters.Switches, float64(s.Counters.Wakeups+s.Counters.Switches)/secs, s.Counters.Samples, r.Violations)
+	if r.CostError != "" {
+		fmt.Fprintf(w, "tracer cost: unknown: %s\n", r.CostError)
+	} else {
+		var total time.Duration
+		var runs uint64
+		for _, c := range r.Cost {
+			total += c.Total
+			runs += c.Runs
+		}
+		if runs > 0 {
+			fmt.Fprintf(w, "tracer cost: %s per event, %.3f%% of one CPU\n",
+				report.Duration(total/time.Duration(runs)), 100*total.Seconds()/secs)
+		}
+	}
+	if s.Counters.ClassifyUncached > 0 {
+		fmt.Fprintf(w, "note: %d classifications could not be cached (task storage busy or full)\n", s.Counters.ClassifyUncached)
+	}
+	return s.Counters.losses().WriteText(w)
+}
+
+// WriteJSON writes the report for machines.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
