@@ -40,8 +40,11 @@ type TracerConfig struct {
 	// process or to matching threads; zero values trace everything.
 	FilterTGID uint32
 	FilterComm string
-	// PerTask keeps a histogram per task (up to 1024 tasks).
-	PerTask bool
+	// PerTask keeps a histogram per task, for up to MaxTasks tasks
+	// (default 1024, about 8 KiB each); samples of tasks beyond that are
+	// counted as dropped from the per-task view.
+	PerTask  bool
+	MaxTasks int
 	// RingBufferBytes sizes the violation stream (a power of two of at
 	// least one page); 0 means 256 KiB.
 	RingBufferBytes int
@@ -156,6 +159,9 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 	if cfg.RingBufferBytes > 0 {
 		spec.Maps["violations"].MaxEntries = uint32(cfg.RingBufferBytes)
 	}
+	if cfg.MaxTasks > 0 {
+		spec.Maps["tasks"].MaxEntries = uint32(cfg.MaxTasks)
+	}
 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
@@ -201,14 +207,23 @@ func indexOf(names []string, name string) int {
 	return -1
 }
 
-// Close detaches the tracer.
-func (t *Tracer) Close() error {
+// Stop detaches the programs but keeps the maps, so that a Snapshot taken
+// afterwards is consistent: counters, histograms and per-task figures all
+// end at the same event.
+func (t *Tracer) Stop() error {
 	var errs []error
-	if t.ring != nil {
-		errs = append(errs, t.ring.Close())
-	}
 	for _, l := range t.links {
 		errs = append(errs, l.Close())
+	}
+	t.links = nil
+	return errors.Join(errs...)
+}
+
+// Close detaches the tracer and frees it.
+func (t *Tracer) Close() error {
+	errs := []error{t.Stop()}
+	if t.ring != nil {
+		errs = append(errs, t.ring.Close())
 	}
 	if t.stats != nil {
 		errs = append(errs, t.stats.Close())
@@ -269,7 +284,9 @@ type Snapshot struct {
 // classTotals mirrors struct class_totals.
 type classTotals struct{ Max, Sum uint64 }
 
-// Snapshot reads the histograms and counters.
+// Snapshot reads the histograms and counters. While the tracer runs the
+// pieces are read one after the other and may differ by the events in
+// between; after Stop they agree exactly.
 func (t *Tracer) Snapshot() (*Snapshot, error) {
 	s := &Snapshot{Hook: t.Hook, Elapsed: time.Since(t.Started)}
 

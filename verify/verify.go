@@ -112,6 +112,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := <-done; err != nil {
 		return nil, err
 	}
+	if err := t.Stop(); err != nil {
+		return nil, err
+	}
 	snap, err := t.Snapshot()
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -69,6 +70,10 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"run", "--policy", writePolicy(t, `{"classes": [{"name": "i", "match": [{"cgroup": "/no-such.slice"}]}, `+catchAll+`]}`)}, `cgroup "/no-such.slice" does not exist`},
 		{[]string{"run", "--check-policy", writePolicy(t, `{"classes": []}`)}, "policy.json"},
 		{[]string{"run", "--policy", writePolicy(t, `{"classes": [`+catchAll+`]}`), "--inference-comm", "x"}, "--inference-comm applies to the built-in policy"},
+		{[]string{"verify", "--bound", "inference:p99<=abc"}, `"abc" is not a duration`},
+		{[]string{"verify", "--bound", "batch:p99<=1ms"}, `unknown class "batch"`},
+		{[]string{"verify", "--duration", "0s"}, "--duration 0s must be positive"},
+		{[]string{"verify", "--pid", "999999999"}, "no such process"},
 	} {
 		_, stderr, code := runCLI(t, bin, tc.args...)
 		if code != exitError {
@@ -104,6 +109,28 @@ func TestDoctorOnHostWithoutSchedExt(t *testing.T) {
 	_, stderr, code := runCLI(t, bin, "run")
 	if code != exitError || !strings.Contains(stderr, "lacks CONFIG_SCHED_CLASS_EXT: run hotlane inside `hotlane vm`") {
 		t.Errorf("run on a kernel without sched_ext: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Without privileges the tracer says which capabilities it needs, before
+// loading anything.
+func TestVerifyWithoutPrivileges(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop to an unprivileged user")
+	}
+	bin := hotlaneBinary(t)
+	// t.TempDir and its parent are private to root.
+	os.Chmod(filepath.Dir(bin), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
+	cmd := exec.Command(bin, "verify", "--duration", "1s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != exitError {
+		t.Fatalf("verify as nobody: %v, want exit %d\n%s", err, exitError, out)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "CAP_BPF") {
+		t.Errorf("verify as nobody: %q, want one line naming CAP_BPF", out)
 	}
 }
 
