@@ -1,4 +1,4 @@
-package report
+package report_test
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 )
 
@@ -15,7 +16,7 @@ func TestSummarizeIsConservative(t *testing.T) {
 	for i := 1; i <= 1000; i++ {
 		h.Record(uint64(i) * uint64(time.Microsecond))
 	}
-	s := Summarize(&h)
+	s := report.Summarize(&h)
 	if s.Samples != 1000 || s.Max != time.Millisecond {
 		t.Errorf("samples/max = %d/%v", s.Samples, s.Max)
 	}
@@ -24,7 +25,7 @@ func TestSummarizeIsConservative(t *testing.T) {
 	if s.P99 < 990*time.Microsecond || s.P99 > 1022*time.Microsecond {
 		t.Errorf("p99 = %v, want within [990µs, 1.022ms]", s.P99)
 	}
-	if diff := cmp.Diff(Latency{}, Summarize(&verify.Histogram{})); diff != "" {
+	if diff := cmp.Diff(report.Latency{}, report.Summarize(&verify.Histogram{})); diff != "" {
 		t.Errorf("empty histogram (-want +got):\n%s", diff)
 	}
 }
@@ -37,7 +38,7 @@ func TestDurationFormat(t *testing.T) {
 		1200 * time.Millisecond: "1.20s",
 		250 * time.Millisecond:  "250ms",
 	} {
-		if got := Duration(d); got != want {
+		if got := report.Duration(d); got != want {
 			t.Errorf("Duration(%d) = %q, want %q", d, got, want)
 		}
 	}
@@ -45,19 +46,19 @@ func TestDurationFormat(t *testing.T) {
 
 func TestLossesSayNoneOrShout(t *testing.T) {
 	var b strings.Builder
-	Losses{{"ring buffer full", 0}, {"map full", 0}}.WriteText(&b)
+	report.Losses{{"ring buffer full", 0}, {"map full", 0}}.WriteText(&b)
 	if got := b.String(); got != "lost events: none (ring buffer full 0, map full 0)\n" {
 		t.Errorf("no losses: %q", got)
 	}
 	b.Reset()
-	Losses{{"ring buffer full", 3}, {"map full", 4}}.WriteText(&b)
+	report.Losses{{"ring buffer full", 3}, {"map full", 4}}.WriteText(&b)
 	if !strings.Contains(b.String(), "7 EVENTS LOST") {
 		t.Errorf("losses: %q", b.String())
 	}
 }
 
 func TestTableAligns(t *testing.T) {
-	tb := Table{Header: []string{"class", "p99"}}
+	tb := report.Table{Header: []string{"class", "p99"}}
 	tb.Add("inference", "1.02ms")
 	tb.Add("normal", "12.0ms")
 	var b strings.Builder
