@@ -24,8 +24,9 @@ deps:
 # threaded TCG gives each guest CPU its own host core, which is what makes
 # the latencies meaningful; qemu 7.2 then occasionally crashes the guest
 # while the kernel patches live code, hence the retries.
+DEMO_OUT      ?= demo-results
 demo: deps build
-	$(BIN) vm --scx-simple --mttcg --retries 2 --timeout 30m -- bench
+	$(BIN) vm --scx-simple --mttcg --retries 2 --timeout 30m --results $(DEMO_OUT) -- bench
 
 # Everything: lint, unit tests, privileged host tests (as root) and VM tests.
 # -p 1: VM boots and BPF host tests should not compete for the 2 cores.

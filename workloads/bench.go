@@ -14,6 +14,7 @@ import (
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/sched"
+	"github.com/hotlane/hotlane/verify"
 )
 
 // Scheduler names the bench understands.
@@ -64,13 +65,20 @@ type Bench struct {
 
 // Run is one scheduler's share of the bench: all its repeats merged.
 type Run struct {
-	Scheduler string
-	Periodic  []PeriodicResult // per periodic generator, samples of all repeats
-	HogWork   uint64           // total hog loops over all repeats
-	Measured  time.Duration    // total measured time over all repeats
+	Scheduler string `json:"scheduler"`
+	// Periodic is the application's own view: per periodic generator,
+	// wake-up lateness of all repeats.
+	Periodic []PeriodicResult `json:"periodic"`
+	// Classes is the kernel's view: the tracer's run-queue latency per
+	// policy class, all repeats merged.
+	Classes []verify.ClassLatency `json:"classes"`
+	// TracerLosses counts what the tracer could not record.
+	TracerLosses uint64        `json:"tracer_losses"`
+	HogWork      uint64        `json:"hog_work"`    // total hog loops over all repeats
+	Measured     time.Duration `json:"measured_ns"` // total measured time over all repeats
 	// Failure is set when the scheduler could not be loaded or ended
 	// before the run did; its samples are then incomplete.
-	Failure string
+	Failure string `json:"failure,omitempty"`
 }
 
 // HogRate is the background throughput: hog loops per second.
@@ -87,10 +95,17 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 	if b.Duration <= 0 {
 		return nil, errors.New("bench: duration must be positive")
 	}
+	table, err := b.Policy.Compile("")
+	if err != nil {
+		return nil, err
+	}
 	runs := make([]Run, len(b.Schedulers))
 	for i, name := range b.Schedulers {
 		runs[i].Scheduler = name
 		runs[i].Periodic = make([]PeriodicResult, len(b.Workload.Periodic))
+		for _, class := range table.Names {
+			runs[i].Classes = append(runs[i].Classes, verify.ClassLatency{Class: class, Hist: &verify.Histogram{}})
+		}
 	}
 	repeats := max(b.Repeats, 1)
 	for round := range repeats {
@@ -108,7 +123,7 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 			if b.Progress != nil {
 				fmt.Fprintf(b.Progress, "bench: round %d/%d: %s for %s (+%s warm-up)\n", round+1, repeats, b.Schedulers[i], b.Duration, b.Warmup)
 			}
-			if err := b.runOne(ctx, &runs[i]); err != nil {
+			if err := b.runOne(ctx, table, &runs[i]); err != nil {
 				runs[i].Failure = err.Error()
 				if b.Progress != nil {
 					fmt.Fprintf(b.Progress, "bench: %s: %v\n", b.Schedulers[i], err)
@@ -119,9 +134,10 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 	return runs, nil
 }
 
-// runOne loads the scheduler, runs warm-up and measurement, and unloads it.
-func (b Bench) runOne(ctx context.Context, r *Run) error {
-	stop, alive, err := b.start(r.Scheduler)
+// runOne loads the scheduler, runs warm-up and measurement with the tracer
+// attached, and unloads it.
+func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
+	stop, alive, err := b.start(r.Scheduler, table)
 	if err != nil {
 		return err
 	}
@@ -134,10 +150,22 @@ func (b Bench) runOne(ctx context.Context, r *Run) error {
 			return err
 		}
 	}
+	tr, err := verify.Attach(verify.TracerConfig{Table: table})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
 	mctx, cancel := context.WithTimeout(ctx, b.Duration)
 	start := time.Now()
 	res, err := b.Workload.Run(mctx)
 	cancel()
+	if err != nil {
+		return err
+	}
+	if err := tr.Stop(); err != nil {
+		return err
+	}
+	snap, err := tr.Snapshot()
 	if err != nil {
 		return err
 	}
@@ -146,7 +174,7 @@ func (b Bench) runOne(ctx context.Context, r *Run) error {
 	}
 	took := time.Since(start)
 	r.Measured += took
-	if b.Progress != nil && took > b.Duration+b.Duration/10 {
+	if b.Progress != nil && took > b.Duration+max(time.Second, b.Duration/10) {
 		fmt.Fprintf(b.Progress, "bench: %s: the %s run took %s: the workload could not stop on time\n", r.Scheduler, b.Duration, took.Round(time.Millisecond))
 	}
 	var work uint64
@@ -166,13 +194,17 @@ func (b Bench) runOne(ctx context.Context, r *Run) error {
 	for i := range res.Periodic {
 		r.Periodic[i].Merge(&res.Periodic[i])
 	}
+	for i, c := range snap.Classes {
+		r.Classes[i].Hist.Merge(c.Hist)
+	}
+	r.TracerLosses += snap.Counters.StampFailures + snap.Counters.RingbufDrops
 	r.HogWork += work
 	return nil
 }
 
 // start enables a scheduler and returns how to stop it and how to check
 // it is still the one running.
-func (b Bench) start(name string) (stop func(), alive func() error, err error) {
+func (b Bench) start(name string, table *policy.Table) (stop func(), alive func() error, err error) {
 	status, err := loader.ReadSchedExtStatus(loader.SchedExtSysfs)
 	if err != nil {
 		return nil, nil, err
@@ -189,10 +221,6 @@ func (b Bench) start(name string) (stop func(), alive func() error, err error) {
 			return nil
 		}, nil
 	case HotlaneName:
-		table, err := b.Policy.Compile("")
-		if err != nil {
-			return nil, nil, err
-		}
 		s, err := sched.Load(sched.Config{Table: table})
 		if err != nil {
 			return nil, nil, err

@@ -25,10 +25,10 @@ type Periodic struct {
 type PeriodicResult struct {
 	// Lateness has one sample (in ns) per period that was run: how long
 	// after its intended start the thread got the CPU back.
-	Lateness verify.Histogram
+	Lateness verify.Histogram `json:"lateness"`
 	// Missed counts periods skipped because the thread was still busy
 	// (or waiting) when the next one was due; those are not in Lateness.
-	Missed int
+	Missed int `json:"missed"`
 }
 
 // Run runs the threads until ctx is done.

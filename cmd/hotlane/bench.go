@@ -4,11 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/verify"
 	"github.com/hotlane/hotlane/vm"
 	"github.com/hotlane/hotlane/workloads"
 )
@@ -24,15 +27,22 @@ func runBench(ctx context.Context, args []string) int {
 	compute := fs.Duration("compute", 2*time.Millisecond, "inference task CPU time per period")
 	hogs := fs.Int("hogs", 2*runtime.NumCPU(), "CPU hog threads (default: 2x the CPUs)")
 	scxSimple := fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the upstream scx_simple binary")
+	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency ('' for none)")
+	out := fs.String("out", defaultOutDir(), "write report.txt, report.json and cdf-inference.svg here")
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "comm prefix hotlane treats as inference (default: the task's own comm, infer)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane bench [flags]
 
 Runs the same workload - a periodic "inference" task over CPU hogs - under
-each scheduler in one boot, and prints the task's wake-up lateness
-percentiles and the hogs' throughput per scheduler, with ratios to the
-baseline. Needs a sched_ext kernel: run it inside 'hotlane vm --scx-simple'.
+each scheduler in one boot, with the run-queue latency tracer attached,
+and reports per scheduler and class the tracer's latency percentiles, the
+task's own wake-up lateness, and the hogs' throughput, with ratios to the
+baseline, then checks hotlane against the bound. Needs a sched_ext kernel:
+run it inside 'hotlane vm --scx-simple'.
+
+Exit status: 0 all schedulers ran and hotlane met the bound, 1 the bound
+failed, 2 error (including a scheduler that failed to load or ended).
 
 Flags:
 `)
@@ -46,6 +56,20 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
 		return exitError
 	}
+	pol := policy.Default(comms...)
+	var bounds []verify.Bound
+	if *bound != "" {
+		if bounds, err = verify.ParseBounds(*bound, "inference"); err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
+			return exitError
+		}
+		for _, bd := range bounds {
+			if _, ok := pol.Class(bd.Class); !ok {
+				fmt.Fprintf(os.Stderr, "hotlane bench: bound for unknown class %q (classes: %v)\n", bd.Class, pol.ClassNames())
+				return exitError
+			}
+		}
+	}
 	if *compute >= *period || *duration < 10**period {
 		fmt.Fprintf(os.Stderr, "hotlane bench: need compute < period and a duration of at least 10 periods (got compute %s, period %s, duration %s)\n", *compute, *period, *duration)
 		return exitError
@@ -58,7 +82,7 @@ Flags:
 		},
 		Warmup: *warmup, Duration: *duration, Repeats: *repeats,
 		ScxSimplePath: *scxSimple,
-		Policy:        policy.Default(comms...),
+		Policy:        pol,
 		Progress:      os.Stderr,
 	}
 	runs, err := b.Run(ctx)
@@ -66,14 +90,54 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
 		return exitError
 	}
-	if err := workloads.WriteReport(os.Stdout, runs, *baseline); err != nil {
+	rep := workloads.NewReport(runs, *baseline, bounds)
+	if err := rep.WriteText(os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
 		return exitError
 	}
-	for _, r := range runs {
-		if r.Failure != "" {
-			return exitError
-		}
+	if err := writeBenchFiles(rep, *out); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(os.Stderr, "hotlane bench: report.txt, report.json and cdf-inference.svg in %s\n", *out)
+	switch {
+	case !rep.Complete:
+		return exitError
+	case !rep.Pass:
+		return exitFail
 	}
 	return exitOK
+}
+
+// defaultOutDir is the VM's result directory inside the guest (copied back
+// to the host), the working directory elsewhere.
+func defaultOutDir() string {
+	if d := os.Getenv("HOTLANE_RESULTS"); d != "" {
+		return d
+	}
+	return "."
+}
+
+func writeBenchFiles(rep *workloads.Report, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	write := func(name string, fn func(io.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return f.Close()
+	}
+	if err := write("report.txt", rep.WriteText); err != nil {
+		return err
+	}
+	if err := write("report.json", rep.WriteJSON); err != nil {
+		return err
+	}
+	return write("cdf-inference.svg", func(w io.Writer) error { return rep.WriteCDF(w, "inference") })
 }

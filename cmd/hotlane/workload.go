@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/workloads"
 )
 
@@ -48,8 +49,12 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane workload: %v\n", err)
 		return exitError
 	}
-	run := workloads.Run{Scheduler: "current", Periodic: res.Periodic, HogWork: res.HogWork[0], Measured: time.Since(start)}
-	if err := workloads.WriteReport(os.Stdout, []workloads.Run{run}, ""); err != nil {
+	took := time.Since(start)
+	t := report.Table{Header: append(append([]string{"task"}, report.LatencyColumns()...), "missed", "hog Mloops/s")}
+	t.Add(append(append([]string{*comm}, report.Summarize(&res.Periodic[0].Lateness).Cells()...),
+		fmt.Sprint(res.Periodic[0].Missed), fmt.Sprintf("%.1f", float64(res.HogWork[0])/took.Seconds()/1e6))...)
+	fmt.Println("wake-up lateness (the task's own measurement):")
+	if err := t.WriteText(os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane workload: %v\n", err)
 		return exitError
 	}
