@@ -8,7 +8,7 @@ export HOTLANE_CACHE
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN           := bin/hotlane
 
-.PHONY: all build deps demo test unit lint generate vmlinux clean
+.PHONY: all build deps demo test unit lint fuzz generate vmlinux clean
 
 all: build
 
@@ -28,10 +28,21 @@ DEMO_OUT      ?= demo-results
 demo: deps build
 	$(BIN) vm --scx-simple --mttcg --retries 2 --timeout 30m --results $(DEMO_OUT) -- bench
 
-# Everything: lint, unit tests, privileged host tests (as root) and VM tests.
+# Everything: lint, unit tests, privileged host tests (as root), VM tests,
+# then each fuzz target for a bounded time on top of its committed corpus.
 # -p 1: VM boots and BPF host tests should not compete for the 2 cores.
 test: deps lint
 	$(GO) test -p 1 -count=1 -timeout 60m ./...
+	$(MAKE) fuzz
+
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./policy:FuzzParse ./verify:FuzzParseBounds ./verify:FuzzHistogramJSON ./workloads:FuzzParseWorkload ./probe/xdp:FuzzXDP
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) >/dev/null || { $(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime 1x; exit 1; }; \
+	done
 
 # Unit tests only; no qemu, skips VM tests.
 unit:

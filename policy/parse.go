@@ -10,7 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/hotlane/hotlane/internal/jsonpos"
 )
 
 // maxFileSize bounds Load: a policy is a few hundred bytes, so anything much
@@ -317,13 +318,13 @@ func checkKeys(name string, data []byte) ([]span, error) {
 			key := tok.(string)
 			if valid, what := top.ctx.keys(); valid != nil {
 				e := &Error{Source: name, Class: top.class, Matcher: top.matcher}
-				e.Line, e.Column = lineCol(data, start)
+				e.Line, e.Column = jsonpos.LineCol(data, start)
 				if !contains(valid, key) {
 					e.Msg = fmt.Sprintf("unknown field %q%s; valid %s fields: %s", key, suggest(key, valid), what, strings.Join(valid, ", "))
 					return nil, e
 				}
 				if prev, dup := top.seen[key]; dup {
-					line, col := lineCol(data, prev)
+					line, col := jsonpos.LineCol(data, prev)
 					e.Msg = fmt.Sprintf("duplicate field %q (first at %d:%d); keep one", key, line, col)
 					return nil, e
 				}
@@ -502,17 +503,7 @@ func skipSpace(data []byte, off int) int {
 	return off
 }
 
-// lineCol converts a byte offset to a 1-based line and column, counting
-// columns in characters as editors do.
-func lineCol(data []byte, off int) (line, col int) {
-	off = min(max(off, 0), len(data))
-	before := data[:off]
-	line = 1 + bytes.Count(before, []byte("\n"))
-	lineStart := bytes.LastIndexByte(before, '\n') + 1
-	return line, 1 + utf8.RuneCount(before[lineStart:])
-}
-
 func posError(name string, data []byte, off int, msg string) *Error {
-	line, col := lineCol(data, off)
+	line, col := jsonpos.LineCol(data, off)
 	return &Error{Source: name, Line: line, Column: col, Msg: msg}
 }

@@ -15,14 +15,16 @@ import (
 // doing. Mix raises GOMAXPROCS to cover every thread for the run, so what
 // is measured is the kernel scheduler.
 type Mix struct {
-	Periodic []Periodic
-	Hogs     []Hogs
+	Periodic  []Periodic  `json:"periodic,omitempty"`
+	Hogs      []Hogs      `json:"hogs,omitempty"`
+	Messaging []Messaging `json:"messaging,omitempty"`
 }
 
 // MixResult holds each generator's result, in the order of the Mix.
 type MixResult struct {
-	Periodic []PeriodicResult
-	HogWork  []uint64
+	Periodic   []PeriodicResult
+	HogWork    []uint64
+	RoundTrips []uint64
 }
 
 // Run runs all generators until ctx is done.
@@ -34,11 +36,18 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 	for _, h := range m.Hogs {
 		threads += h.Threads
 	}
+	for _, g := range m.Messaging {
+		threads += 2 * g.Pairs
+	}
 	prev := runtime.GOMAXPROCS(runtime.NumCPU() + threads)
 	defer runtime.GOMAXPROCS(prev)
 
-	res := MixResult{Periodic: make([]PeriodicResult, len(m.Periodic)), HogWork: make([]uint64, len(m.Hogs))}
-	errs := make([]error, len(m.Periodic)+len(m.Hogs))
+	res := MixResult{
+		Periodic:   make([]PeriodicResult, len(m.Periodic)),
+		HogWork:    make([]uint64, len(m.Hogs)),
+		RoundTrips: make([]uint64, len(m.Messaging)),
+	}
+	errs := make([]error, len(m.Periodic)+len(m.Hogs)+len(m.Messaging))
 	var wg sync.WaitGroup
 	for i, p := range m.Periodic {
 		wg.Add(1)
@@ -52,6 +61,13 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 		go func() {
 			defer wg.Done()
 			res.HogWork[i], errs[len(m.Periodic)+i] = h.Run(ctx)
+		}()
+	}
+	for i, g := range m.Messaging {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res.RoundTrips[i], errs[len(m.Periodic)+len(m.Hogs)+i] = g.Run(ctx)
 		}()
 	}
 	wg.Wait()

@@ -19,6 +19,10 @@ type Periodic struct {
 	Period  time.Duration // e.g. 10ms for 100 Hz
 	Compute time.Duration // CPU time burned per period
 	Threads int           // independent threads, each with its own timer
+	// BurstEvery makes every BurstEvery-th period compute BurstCompute
+	// instead: a large frame among small ones. 0 disables bursts.
+	BurstEvery   int
+	BurstCompute time.Duration
 }
 
 // PeriodicResult is what the threads recorded.
@@ -33,8 +37,8 @@ type PeriodicResult struct {
 
 // Run runs the threads until ctx is done.
 func (p Periodic) Run(ctx context.Context) (PeriodicResult, error) {
-	if p.Period <= 0 || p.Compute < 0 || p.Compute >= p.Period {
-		return PeriodicResult{}, fmt.Errorf("periodic task: compute %s must be less than period %s", p.Compute, p.Period)
+	if err := p.validate(); err != nil {
+		return PeriodicResult{}, err
 	}
 	threads := max(p.Threads, 1)
 	results := make([]PeriodicResult, threads)
@@ -70,15 +74,35 @@ func (p Periodic) thread(ctx context.Context) (PeriodicResult, error) {
 		return res, err
 	}
 	clock := periodClock{next: monotonicNow() + p.Period, period: p.Period}
-	for ctx.Err() == nil {
+	for k := 1; ctx.Err() == nil; k++ {
 		if err := sleepUntil(clock.next); err != nil {
 			return res, err
 		}
 		res.Lateness.Record(uint64(clock.lateness(monotonicNow())))
-		spinCPU(p.Compute)
+		spinCPU(p.computeFor(k))
 		res.Missed += clock.finish(monotonicNow())
 	}
 	return res, nil
+}
+
+// computeFor is the CPU time of the k-th period (1-based).
+func (p Periodic) computeFor(k int) time.Duration {
+	if p.BurstEvery > 0 && k%p.BurstEvery == 0 {
+		return p.BurstCompute
+	}
+	return p.Compute
+}
+
+func (p Periodic) validate() error {
+	switch {
+	case p.Period <= 0:
+		return fmt.Errorf("periodic task %q: period %s must be positive", p.Comm, p.Period)
+	case p.Compute < 0 || p.Compute >= p.Period:
+		return fmt.Errorf("periodic task %q: compute %s must be less than the period %s", p.Comm, p.Compute, p.Period)
+	case p.BurstEvery < 0 || (p.BurstEvery > 0 && p.BurstCompute <= 0):
+		return fmt.Errorf("periodic task %q: a burst needs burst_every > 0 and a positive burst_compute", p.Comm)
+	}
+	return nil
 }
 
 // periodClock is the schedule of a periodic thread: period k starts at

@@ -26,6 +26,7 @@ func runBench(ctx context.Context, args []string) int {
 	period := fs.Duration("period", 10*time.Millisecond, "inference task period (100 Hz by default)")
 	compute := fs.Duration("compute", 2*time.Millisecond, "inference task CPU time per period")
 	hogs := fs.Int("hogs", 2*runtime.NumCPU(), "CPU hog threads (default: 2x the CPUs)")
+	workloadFile := fs.String("workload", "", "workload file (JSON, see workloads/examples/); overrides --period, --compute and --hogs")
 	scxSimple := fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the upstream scx_simple binary")
 	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency ('' for none)")
 	out := fs.String("out", defaultOutDir(), "write report.txt, report.json and cdf-inference.svg here")
@@ -74,13 +75,20 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane bench: need compute < period and a duration of at least 10 periods (got compute %s, period %s, duration %s)\n", *compute, *period, *duration)
 		return exitError
 	}
+	mix := workloads.Mix{
+		Periodic: []workloads.Periodic{{Comm: "infer", Period: *period, Compute: *compute}},
+		Hogs:     []workloads.Hogs{{Comm: "hog", Threads: *hogs}},
+	}
+	if *workloadFile != "" {
+		if mix, err = workloads.LoadWorkload(*workloadFile, runtime.NumCPU()); err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
+			return exitError
+		}
+	}
 	b := workloads.Bench{
 		Schedulers: scheds,
-		Workload: workloads.Mix{
-			Periodic: []workloads.Periodic{{Comm: "infer", Period: *period, Compute: *compute}},
-			Hogs:     []workloads.Hogs{{Comm: "hog", Threads: *hogs}},
-		},
-		Warmup: *warmup, Duration: *duration, Repeats: *repeats,
+		Workload:   mix,
+		Warmup:     *warmup, Duration: *duration, Repeats: *repeats,
 		ScxSimplePath: *scxSimple,
 		Policy:        pol,
 		Progress:      os.Stderr,

@@ -1,0 +1,104 @@
+package workloads
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestExamplesParse(t *testing.T) {
+	files, _ := filepath.Glob("examples/*.json")
+	if len(files) == 0 {
+		t.Fatal("no examples")
+	}
+	for _, f := range files {
+		if _, err := LoadWorkload(f, 2); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	m, err := LoadWorkload("examples/default.json", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(DefaultMix(2), m); diff != "" {
+		t.Errorf("examples/default.json is not the default workload (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseWorkloadErrors(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"{\n  \"periodic\": [{\"rate_hz\": 100,}]\n}", "w.json:2:"},
+		{`{"periodic": [{"rate": 100}]}`, `unknown field "rate"`},
+		{`{"periodic": [{"rate_hz": 100, "compute": "2"}]}`, `compute "2" is not a duration`},
+		{`{"periodic": [{"rate_hz": 100, "compute": "20ms"}]}`, "must be less than the period"},
+		{`{"periodic": [{"rate_hz": -1, "compute": "1ms"}]}`, "rate_hz -1"},
+		{`{"hogs": [{"threads": "0x"}]}`, `threads "0x"`},
+		{`{"hogs": [{"threads": 5000}]}`, "at most 1024 threads"},
+		{`{"messaging": [{"pairs": 0}]}`, "pairs must be"},
+		{`{}`, "no generators"},
+		{``, "empty file"},
+		{`{"periodic": "x"}`, "w.json:1:"},
+	} {
+		_, err := ParseWorkload("w.json", []byte(tc.text), 2)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseWorkload(%q) = %v, want an error containing %q", tc.text, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("error is not one line: %q", err)
+		}
+	}
+}
+
+func TestThreadCountsPerCPU(t *testing.T) {
+	m, err := ParseWorkload("w", []byte(`{"hogs": [{"threads": "3x"}, {"threads": 5}]}`), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Hogs[0].Threads != 12 || m.Hogs[1].Threads != 5 {
+		t.Errorf("threads %d, %d; want 12, 5", m.Hogs[0].Threads, m.Hogs[1].Threads)
+	}
+}
+
+func TestBurstEveryKthPeriod(t *testing.T) {
+	p := Periodic{Period: 10 * time.Millisecond, Compute: time.Millisecond, BurstEvery: 3, BurstCompute: 5 * time.Millisecond}
+	var got []time.Duration
+	for k := 1; k <= 6; k++ {
+		got = append(got, p.computeFor(k))
+	}
+	want := []time.Duration{time.Millisecond, time.Millisecond, 5 * time.Millisecond, time.Millisecond, time.Millisecond, 5 * time.Millisecond}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("compute per period (-want +got):\n%s", diff)
+	}
+}
+
+func FuzzParseWorkload(f *testing.F) {
+	for _, file := range []string{"examples/default.json", "examples/bursty.json"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"hogs": [{"threads": "1x"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseWorkload("fuzz.json", data, 2)
+		if err != nil {
+			return
+		}
+		// Whatever is accepted is runnable as described.
+		for _, p := range m.Periodic {
+			if err := p.validate(); err != nil || p.Threads > MaxThreads {
+				t.Fatalf("accepted an invalid periodic task: %+v (%v)", p, err)
+			}
+		}
+		for _, h := range m.Hogs {
+			if h.Threads <= 0 || h.Threads > MaxThreads {
+				t.Fatalf("accepted %d hog threads", h.Threads)
+			}
+		}
+	})
+}
