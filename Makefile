@@ -41,7 +41,7 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) >/dev/null || { $(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime 1x; exit 1; }; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) > /tmp/hotlane-fuzz.log 2>&1 || { tail -30 /tmp/hotlane-fuzz.log; exit 1; }; \
 	done
 
 # Unit tests only; no qemu, skips VM tests.
