@@ -189,9 +189,12 @@ s32 hl_select_cpu(u64 *ctx)
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 	if (is_idle) {
 		u32 cls = hl_classify(p);
+		const volatile struct hl_class *c = class_get(cls);
 		struct hl_stats *st = stats_get();
 
-		hl_dsq_insert(p, HL_DSQ_LOCAL, class_get(cls)->slice_ns, 0);
+		/* The CPU was idle when picked, but another task may reach it
+		 * first; a preempting class must not queue behind it. */
+		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, c->preempt ? HL_ENQ_PREEMPT : 0);
 		if (st && cls < HL_MAX_CLASSES)
 			st->direct_idle[cls]++;
 	}
