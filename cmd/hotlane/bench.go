@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/verify"
 	"github.com/hotlane/hotlane/vm"
@@ -51,6 +52,11 @@ Flags:
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code
+	}
+	// Loading schedulers and the tracer: fail before anything starts.
+	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
+		return exitError
 	}
 	scheds, err := workloads.ParseSchedulers(*list)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -43,13 +44,20 @@ func commands() []command {
 }
 
 // parseFlags parses a subcommand's flags. When done is true the command
-// returns code at once: -h printed the help (0) or a flag was wrong (2; the
-// flag package has already said which).
+// returns code at once: -h printed the help (0), or a flag was wrong (2),
+// which is said in one line rather than the whole usage.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, true
-		}
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+		return exitOK, true
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "hotlane %s: %v; run 'hotlane %s -h' for the flags\n", fs.Name(), err, fs.Name())
 		return exitError, true
 	}
 	return 0, false
