@@ -30,3 +30,6 @@ package bpf
 //go:generate bpf2go -no-global-types Sched700 sched.bpf.c -- -DHL_SCX_API=700
 //go:generate bpf2go Histcheck histcheck.bpf.c
 //go:generate bpf2go -no-global-types Runqlat runqlat.bpf.c
+//go:generate bpf2go Xdp xdp.bpf.c
+//go:generate bpf2go Dma dma.bpf.c
+//go:generate bpf2go Ioctl ioctl.bpf.c

@@ -1,0 +1,606 @@
+package ioctl
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/report"
+	"github.com/hotlane/hotlane/verify"
+)
+
+// Counters are the probe's running totals, summed over CPUs.
+type Counters struct {
+	Calls  uint64 `json:"calls"`
+	Errors uint64 `json:"errors"`
+	// Slow is the number of slow calls streamed.
+	Slow uint64 `json:"slow_streamed"`
+	// Every way a call can be lost or counted only in part.
+	LostRingbuf uint64 `json:"lost_ringbuf"`
+	LostHist    uint64 `json:"lost_histogram"`
+	LostStats   uint64 `json:"lost_stats"`
+	LostErrno   uint64 `json:"lost_errno"`
+	LostStart   uint64 `json:"lost_start"`
+	// MissedRuns counts program runs the kernel skipped because another
+	// BPF program was running on that CPU (recursion protection): each is
+	// a call whose entry or exit was not seen.
+	MissedRuns uint64 `json:"missed_runs"`
+}
+
+// Losses lists every kind of loss, including those that did not happen.
+func (c Counters) Losses() report.Losses {
+	return report.Losses{
+		{What: "slow-call ring buffer full", Count: c.LostRingbuf},
+		{What: "histogram table full", Count: c.LostHist},
+		{What: "call table full", Count: c.LostStats},
+		{What: "errno table full", Count: c.LostErrno},
+		{What: "start stamp not stored", Count: c.LostStart},
+		{What: "program runs missed", Count: c.MissedRuns},
+	}
+}
+
+// Counters reads the running totals.
+func (p *Probe) Counters() (Counters, error) {
+	var c Counters
+	if p.coll == nil {
+		return c, errors.New("probe is closed")
+	}
+	var perCPU []bpf.IoctlIoctlCounters
+	if err := p.coll.Maps[bpf.IoctlMapIoctlCounters].Lookup(uint32(0), &perCPU); err != nil {
+		return c, fmt.Errorf("read counters: %w", err)
+	}
+	for _, v := range perCPU {
+		c.Calls += v.Calls
+		c.Errors += v.Errors
+		c.Slow += v.Slow
+		c.LostRingbuf += v.LostRingbuf
+		c.LostHist += v.LostHist
+		c.LostStats += v.LostStats
+		c.LostErrno += v.LostErrno
+		c.LostStart += v.LostStart
+	}
+	for _, prog := range p.coll.Programs {
+		if st, err := prog.Stats(); err == nil {
+			c.MissedRuns += st.RecursionMisses
+		}
+	}
+	return c, nil
+}
+
+// SlowCall is one call that took at least the slow threshold.
+type SlowCall struct {
+	// At is when the call started, from when the probe was attached.
+	At      time.Duration `json:"at_ns"`
+	Latency time.Duration `json:"latency_ns"`
+	Device  Device        `json:"device"`
+	Command Command       `json:"command"`
+	PID     uint32        `json:"pid"` // the process (thread-group id)
+	TID     uint32        `json:"tid"`
+	Comm    string        `json:"comm"` // the thread's
+	FD      uint32        `json:"fd"`
+	Arg     uint64        `json:"arg"`
+	// Ret is the return value; Errno names it when it is an error.
+	Ret   int64  `json:"ret"`
+	Errno string `json:"errno,omitempty"`
+}
+
+// String is one line for people.
+func (s SlowCall) String() string {
+	ret := fmt.Sprint(s.Ret)
+	if s.Errno != "" {
+		ret = s.Errno
+	}
+	return fmt.Sprintf("%s %s on %s by %s (pid %d tid %d) fd %d -> %s, at +%s",
+		report.Duration(s.Latency), s.Command, s.Device, s.Comm, s.PID, s.TID, s.FD, ret,
+		s.At.Round(time.Millisecond))
+}
+
+// event mirrors struct ioctl_event in bpf/ioctl.bpf.c.
+type event struct {
+	StartNs   uint64
+	LatencyNs uint64
+	Ret       int64
+	Arg       uint64
+	Dev       uint32
+	Cmd       uint32
+	FD        uint32
+	Tgid      uint32
+	Pid       uint32
+	Ftype     uint16
+	Pad       uint16
+	Comm      [16]byte
+}
+
+const eventSize = int(unsafe.Sizeof(event{}))
+
+func (p *Probe) slowCall(e *event) SlowCall {
+	s := SlowCall{
+		At:      time.Duration(int64(e.StartNs - p.monoStart)),
+		Latency: time.Duration(e.LatencyNs),
+		Device:  p.resolver.Device(e.Ftype, e.Dev),
+		Command: DecodeCommand(e.Cmd),
+		PID:     e.Tgid, TID: e.Pid, Comm: cString(e.Comm[:]),
+		FD: e.FD, Arg: e.Arg, Ret: e.Ret,
+	}
+	if e.Ret < 0 && e.Ret >= -4095 {
+		s.Errno = ErrnoName(int(-e.Ret))
+	}
+	return s
+}
+
+// ReadSlow calls fn for each slow call streamed, in order, until Flush is
+// called and the stream is drained, or the probe is closed.
+func (p *Probe) ReadSlow(fn func(SlowCall)) error {
+	var rec ringbuf.Record
+	for {
+		if err := p.ring.ReadInto(&rec); err != nil {
+			if errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, ringbuf.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("read slow calls: %w", err)
+		}
+		if len(rec.RawSample) < eventSize {
+			return fmt.Errorf("slow call record of %d bytes, want %d", len(rec.RawSample), eventSize)
+		}
+		var e event
+		if err := binary.Read(bytes.NewReader(rec.RawSample[:eventSize]), binary.LittleEndian, &e); err != nil {
+			return err
+		}
+		fn(p.slowCall(&e))
+	}
+}
+
+// Flush makes ReadSlow return once it has delivered every slow call
+// already in the stream; call it after Detach to drain the stream.
+func (p *Probe) Flush() error { return p.ring.Flush() }
+
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+func cStringInt8(b [16]int8) string {
+	var u [16]byte
+	for i, c := range b {
+		u[i] = byte(c)
+	}
+	return cString(u[:])
+}
+
+// kernelErrnos are errors the kernel uses internally that can still reach
+// a tracer (a syscall interrupted by a signal is seen with ERESTARTSYS
+// before the kernel restarts it or turns it into EINTR).
+var kernelErrnos = map[int]string{
+	512: "ERESTARTSYS", 513: "ERESTARTNOINTR", 514: "ERESTARTNOHAND",
+	515: "ENOIOCTLCMD", 516: "ERESTART_RESTARTBLOCK", 524: "ENOTSUPP",
+}
+
+// ErrnoName names an errno: ENOTTY, EBADF, ERESTARTSYS, or "errno 600".
+func ErrnoName(e int) string {
+	if n, ok := kernelErrnos[e]; ok {
+		return n
+	}
+	if n := unix.ErrnoName(syscall.Errno(e)); n != "" {
+		return n
+	}
+	return fmt.Sprintf("errno %d", e)
+}
+
+// ErrnoCount is how often calls failed with one errno.
+type ErrnoCount struct {
+	Errno int    `json:"errno"`
+	Name  string `json:"name"`
+	Count uint64 `json:"count"`
+}
+
+// Stats is what was measured for one (device, command), or one (process,
+// device, command).
+type Stats struct {
+	Device  Device  `json:"device"`
+	Command Command `json:"command"`
+	// PID and Comm are set for per-process rows; Comm is the process's.
+	PID  uint32 `json:"pid,omitempty"`
+	Comm string `json:"comm,omitempty"`
+	// Calls counts every completed call, Errors those that failed.
+	Calls  uint64 `json:"calls"`
+	Errors uint64 `json:"errors"`
+	// Total is the time spent in these calls.
+	Total   time.Duration     `json:"total_ns"`
+	Latency report.Latency    `json:"latency"`
+	Hist    *verify.Histogram `json:"histogram"`
+	Errnos  []ErrnoCount      `json:"errnos,omitempty"`
+}
+
+// Filter is what the probe was restricted to.
+type Filter struct {
+	PID  uint32 `json:"pid,omitempty"`
+	Comm string `json:"comm,omitempty"`
+	Dev  string `json:"dev,omitempty"`
+}
+
+// Result is what a probe run measured.
+type Result struct {
+	Hook       Hook          `json:"hook"`
+	HookDetail string        `json:"hook_detail"`
+	Notes      []string      `json:"notes,omitempty"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	Filter     Filter        `json:"filter"`
+	// SlowThreshold is set when slow calls were streamed.
+	SlowThreshold *time.Duration `json:"slow_threshold_ns,omitempty"`
+	Counters      Counters       `json:"counters"`
+	// Commands has one entry per (device, command), busiest (most total
+	// time) first; Processes one per (process, device, command).
+	Commands  []Stats      `json:"commands"`
+	Processes []Stats      `json:"processes"`
+	Errnos    []ErrnoCount `json:"errnos"`
+	// Slowest are the slowest calls streamed (at most MaxSlowKept),
+	// slowest first.
+	Slowest []SlowCall    `json:"slowest,omitempty"`
+	Losses  report.Losses `json:"losses"`
+	// Cost is the probe's own BPF run time, when the kernel measured it.
+	Cost []ProgramCost `json:"cost,omitempty"`
+}
+
+// MaxSlowKept bounds Result.Slowest.
+const MaxSlowKept = 100
+
+// ProgramCost is the run time of one of the probe's BPF programs.
+type ProgramCost struct {
+	Program string        `json:"program"`
+	Runs    uint64        `json:"runs"`
+	Total   time.Duration `json:"total_ns"`
+}
+
+// PerRun is the mean run time.
+func (c ProgramCost) PerRun() time.Duration {
+	if c.Runs == 0 {
+		return 0
+	}
+	return c.Total / time.Duration(c.Runs)
+}
+
+// group is one row being built.
+type group struct {
+	stats   Stats
+	buckets []uint64
+	max     uint64
+	sum     uint64
+	errnos  map[int]uint64
+}
+
+type rowKey struct {
+	dev, cmd, tgid uint32
+	ftype          uint16
+}
+
+// Snapshot reads everything the probe has counted. Call Detach first for
+// figures that do not move while they are read.
+func (p *Probe) Snapshot() (*Result, error) {
+	if p.coll == nil {
+		return nil, errors.New("probe is closed")
+	}
+	c, err := p.Counters()
+	if err != nil {
+		return nil, err
+	}
+	p.resolver.Rescan()
+	r := &Result{
+		Hook: p.Hook, HookDetail: p.HookDetail, Notes: p.Notes,
+		Elapsed:  p.elapsed(),
+		Counters: c, Losses: c.Losses(),
+		Filter: Filter{PID: p.filters.tgid, Comm: p.filters.comm},
+	}
+	if p.filters.devOn {
+		r.Filter.Dev = p.filters.device.String() + " (" + p.filters.device.Number() + ")"
+	}
+	if p.cfg.StreamSlow {
+		d := p.cfg.Slow
+		r.SlowThreshold = &d
+	}
+
+	groups := map[rowKey]*group{}
+	get := func(k bpf.IoctlIoctlKey) *group {
+		rk := rowKey{k.Dev, k.Cmd, k.Tgid, k.Ftype}
+		g := groups[rk]
+		if g == nil {
+			g = &group{errnos: map[int]uint64{}}
+			g.stats.Device = p.resolver.Device(k.Ftype, k.Dev)
+			g.stats.Command = DecodeCommand(k.Cmd)
+			g.stats.PID = k.Tgid
+			groups[rk] = g
+		}
+		return g
+	}
+	var k bpf.IoctlIoctlKey
+	var st bpf.IoctlIoctlStats
+	it := p.coll.Maps[bpf.IoctlMapIoctlStats].Iterate()
+	for it.Next(&k, &st) {
+		g := get(k)
+		g.stats.Calls, g.stats.Errors = st.Calls, st.Errors
+		g.stats.Comm = cStringInt8(st.Comm)
+		g.max, g.sum = st.MaxNs, st.SumNs
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read call table: %w", err)
+	}
+	var n uint64
+	it = p.coll.Maps[bpf.IoctlMapIoctlHist].Iterate()
+	for it.Next(&k, &n) {
+		g := get(k)
+		if int(k.Slot) >= verify.NumBuckets {
+			continue
+		}
+		if int(k.Slot) >= len(g.buckets) {
+			g.buckets = append(g.buckets, make([]uint64, int(k.Slot)+1-len(g.buckets))...)
+		}
+		g.buckets[k.Slot] += n
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read histogram table: %w", err)
+	}
+	it = p.coll.Maps[bpf.IoctlMapIoctlErrno].Iterate()
+	for it.Next(&k, &n) {
+		get(k).errnos[int(k.Slot)] += n
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read errno table: %w", err)
+	}
+
+	type cmdKey struct {
+		dev, cmd uint32
+		ftype    uint16
+	}
+	byCmd := map[cmdKey]*Stats{}
+	cmdErrnos := map[cmdKey]map[int]uint64{}
+	allErrnos := map[int]uint64{}
+	for rk, g := range groups {
+		h, err := verify.FromBuckets(g.buckets, g.max)
+		if err != nil {
+			return nil, err
+		}
+		if g.sum != 0 && h.Count() == g.stats.Calls {
+			h.SetSum(g.sum)
+		}
+		s := g.stats
+		s.Hist = h
+		s.Total = time.Duration(h.Sum())
+		s.Latency = report.Summarize(h)
+		s.Errnos = errnoList(g.errnos)
+		r.Processes = append(r.Processes, s)
+
+		ck := cmdKey{rk.dev, rk.cmd, rk.ftype}
+		c := byCmd[ck]
+		if c == nil {
+			c = &Stats{Device: s.Device, Command: s.Command, Hist: &verify.Histogram{}}
+			byCmd[ck] = c
+			cmdErrnos[ck] = map[int]uint64{}
+		}
+		c.Calls += s.Calls
+		c.Errors += s.Errors
+		c.Hist.Merge(h)
+		for e, n := range g.errnos {
+			cmdErrnos[ck][e] += n
+			allErrnos[e] += n
+		}
+	}
+	for ck, c := range byCmd {
+		c.Total = time.Duration(c.Hist.Sum())
+		c.Latency = report.Summarize(c.Hist)
+		c.Errnos = errnoList(cmdErrnos[ck])
+		r.Commands = append(r.Commands, *c)
+	}
+	busiest := func(a, b Stats) int {
+		return cmp.Or(cmp.Compare(b.Total, a.Total), cmp.Compare(b.Calls, a.Calls),
+			cmp.Compare(a.Device.String(), b.Device.String()), cmp.Compare(a.Command.Raw, b.Command.Raw),
+			cmp.Compare(a.PID, b.PID))
+	}
+	slices.SortFunc(r.Commands, busiest)
+	slices.SortFunc(r.Processes, busiest)
+	if r.Errnos = errnoList(allErrnos); r.Errnos == nil {
+		r.Errnos = []ErrnoCount{}
+	}
+	if r.Commands == nil {
+		r.Commands = []Stats{}
+	}
+	if r.Processes == nil {
+		r.Processes = []Stats{}
+	}
+	r.Cost = p.cost()
+	return r, nil
+}
+
+// elapsed is how long the probe has been, or was, attached.
+func (p *Probe) elapsed() time.Duration {
+	if !p.detached.IsZero() {
+		return p.detached.Sub(p.Started)
+	}
+	return time.Since(p.Started)
+}
+
+// errnoList sorts errno counts, most frequent first; nil if there are
+// none.
+func errnoList(m map[int]uint64) []ErrnoCount {
+	var out []ErrnoCount
+	for e, n := range m {
+		out = append(out, ErrnoCount{Errno: e, Name: ErrnoName(e), Count: n})
+	}
+	slices.SortFunc(out, func(a, b ErrnoCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Errno, b.Errno))
+	})
+	return out
+}
+
+// cost reads the programs' run-time statistics, if they were enabled.
+func (p *Probe) cost() []ProgramCost {
+	if p.stats == nil {
+		return nil
+	}
+	var out []ProgramCost
+	for _, name := range hookPrograms(p.Hook) {
+		prog := p.coll.Programs[name]
+		if prog == nil {
+			continue
+		}
+		st, err := prog.Stats()
+		if err != nil {
+			continue
+		}
+		out = append(out, ProgramCost{Program: name, Runs: st.RunCount, Total: st.Runtime})
+	}
+	return out
+}
+
+// Find returns the per-(device, command) row whose device prints as dev
+// (a path such as /dev/ptmx, or "pipe") and whose command is cmd.
+func (r *Result) Find(dev string, cmd uint32) (Stats, bool) {
+	for _, s := range r.Commands {
+		if s.Device.String() == dev && s.Command.Raw == cmd {
+			return s, true
+		}
+	}
+	return Stats{}, false
+}
+
+// WriteJSON writes the result as indented JSON.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("encode ioctl result: %w", err)
+	}
+	return nil
+}
+
+// TextOptions shape the text report.
+type TextOptions struct {
+	// TopProcesses is how many per-process rows to list (busiest first);
+	// 0 lists none.
+	TopProcesses int
+	// Histograms draws the histogram of each (device, command) with at
+	// least this many calls; 0 draws none.
+	Histograms uint64
+}
+
+// WriteText writes the report for people.
+func (r *Result) WriteText(w io.Writer, o TextOptions) error {
+	ew := &errWriter{w: w}
+	ew.printf("ioctl latency over %s: %d calls, %d failed (percentiles are bucket upper edges, <= 3.2%% high)\n",
+		r.Elapsed.Round(time.Millisecond), r.Counters.Calls, r.Counters.Errors)
+	ew.printf("hook: %s, %s\n", r.Hook, r.HookDetail)
+	if f := r.Filter; f.PID != 0 || f.Comm != "" || f.Dev != "" {
+		ew.printf("filter:")
+		if f.PID != 0 {
+			ew.printf(" pid %d", f.PID)
+		}
+		if f.Comm != "" {
+			ew.printf(" comm %q", f.Comm)
+		}
+		if f.Dev != "" {
+			ew.printf(" device %s", f.Dev)
+		}
+		ew.printf("\n")
+	}
+	for _, n := range r.Notes {
+		ew.printf("note: %s\n", n)
+	}
+	ew.printf("\n")
+	if len(r.Commands) == 0 {
+		ew.printf("no ioctl calls seen\n")
+	} else {
+		t := report.Table{Header: append([]string{"device", "dev", "command", "errors", "total"}, report.LatencyColumns()...)}
+		for _, s := range r.Commands {
+			num := s.Device.Number()
+			if s.Device.Type == TypeBadFD {
+				num = "-"
+			}
+			t.Add(append([]string{s.Device.String(), num, s.Command.String(), fmt.Sprint(s.Errors), report.Duration(s.Total)},
+				s.Latency.Cells()...)...)
+		}
+		ew.table(&t)
+	}
+	if len(r.Errnos) > 0 {
+		ew.printf("\nerrors by errno:\n")
+		t := report.Table{Header: []string{"device", "command", "errno", "calls"}}
+		for _, s := range r.Commands {
+			for _, e := range s.Errnos {
+				t.Add(s.Device.String(), s.Command.String(), e.Name, fmt.Sprint(e.Count))
+			}
+		}
+		ew.table(&t)
+	}
+	if o.TopProcesses > 0 && len(r.Processes) > 0 {
+		n := min(o.TopProcesses, len(r.Processes))
+		ew.printf("\nby process (busiest %d of %d):\n", n, len(r.Processes))
+		t := report.Table{Header: append([]string{"pid", "comm", "device", "command", "errors", "total"}, report.LatencyColumns()...)}
+		for _, s := range r.Processes[:n] {
+			t.Add(append([]string{fmt.Sprint(s.PID), s.Comm, s.Device.String(), s.Command.String(), fmt.Sprint(s.Errors), report.Duration(s.Total)},
+				s.Latency.Cells()...)...)
+		}
+		ew.table(&t)
+	}
+	if o.Histograms > 0 {
+		for _, s := range r.Commands {
+			if s.Calls < o.Histograms {
+				continue
+			}
+			ew.printf("\n%s %s:\n", s.Device, s.Command)
+			if ew.err == nil {
+				ew.err = s.Hist.WriteText(w, 40)
+			}
+		}
+	}
+	if r.SlowThreshold != nil {
+		ew.printf("\nslow calls (>= %s): %d streamed\n", report.Duration(*r.SlowThreshold), r.Counters.Slow)
+		for i, s := range r.Slowest {
+			if i == 10 {
+				ew.printf("  ... %d more in --json\n", len(r.Slowest)-10)
+				break
+			}
+			ew.printf("  %s\n", s)
+		}
+	}
+	if len(r.Cost) > 0 {
+		ew.printf("\nprobe cost:")
+		for _, c := range r.Cost {
+			ew.printf(" %s %d runs %s/run;", c.Program, c.Runs, report.Duration(c.PerRun()))
+		}
+		ew.printf("\n")
+	}
+	ew.printf("\n")
+	if ew.err == nil {
+		ew.err = r.Losses.WriteText(w)
+	}
+	return ew.err
+}
+
+// errWriter keeps the first write error so rendering stays linear.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
+
+func (e *errWriter) table(t *report.Table) {
+	if e.err == nil {
+		e.err = t.WriteText(e.w)
+	}
+}
