@@ -128,6 +128,7 @@ func TestCommandsWithoutPrivileges(t *testing.T) {
 		{"bench", "--duration", "1s"},
 		{"probe", "dma", "--duration", "1s"},
 		{"probe", "xdp", "--iface", "lo", "--duration", "1s"},
+		{"probe", "ioctl", "--duration", "1s"},
 	} {
 		cmd := exec.Command(bin, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -149,7 +150,7 @@ func TestWrongFlagsGiveOneLine(t *testing.T) {
 	bin := hotlaneBinary(t)
 	for _, args := range [][]string{
 		{"doctor", "--bogus"}, {"run", "--bogus"}, {"verify", "--bogus"}, {"bench", "--bogus"},
-		{"workload", "--bogus"}, {"vm", "--bogus"}, {"probe", "dma", "--bogus"}, {"probe", "xdp", "--bogus"},
+		{"workload", "--bogus"}, {"vm", "--bogus"}, {"probe", "dma", "--bogus"}, {"probe", "xdp", "--bogus"}, {"probe", "ioctl", "--bogus"},
 		{"verify", "--duration", "soon"}, {"run", "--timeout", "x"}, {"bench", "--repeats", "many"},
 	} {
 		_, stderr, code := runCLI(t, bin, args...)
