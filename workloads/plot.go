@@ -56,7 +56,7 @@ func (r *Report) WriteCDF(w io.Writer, class string) error {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", px, top, px, float64(top)+ph)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px, float64(top)+ph+18, report.Duration(time.Duration(math.Pow(10, e))))
 	}
-	for _, f := range []float64{0, 0.25, 0.5, 0.75, 0.9, 0.99, 1} {
+	for _, f := range []float64{0, 0.25, 0.5, 0.75, 0.9, 1} {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, y(f), float64(left)+pw, y(f))
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n", left-6, y(f)+4, f)
 	}
