@@ -18,8 +18,9 @@
  *     the one whose lower-class task has run the longest). Other tasks go to the fair
  *     queue in vtime order, with at most one slice of banked credit.
  *  3. dispatch: the high queue first, then the fair queue, except when the
- *     fair queue has waited longer than starvation_ns: then it goes first,
- *     so inference tasks saturating every CPU cannot starve the rest.
+ *     fair queue has waited longer than starvation_ns (divided by how many
+ *     tasks wait, up to 8): then it goes first, so inference tasks
+ *     saturating every CPU cannot starve the rest.
  *  4. running/stopping: per-CPU bookkeeping for victim selection, and the
  *     vtime charge of fair tasks, scaled by class and task weight.
  *
@@ -37,6 +38,7 @@ LICENSE("GPL");
 #define HL_DSQ_FAIR 2
 #define HL_MAX_CPUS 512
 #define PF_KTHREAD 0x00200000 /* include/linux/sched.h; stable since 2.6 */
+#define HL_MAX_DEBT 4 /* slices of vtime a fair task may be behind */
 
 /* Per-class knobs; mirrored by policy.ClassConfig. */
 struct hl_class {
@@ -234,10 +236,18 @@ int hl_enqueue(u64 *ctx)
 		return 0;
 	}
 
-	/* Credit for time spent sleeping is capped at one slice. */
+	/*
+	 * Credit for time spent sleeping is capped at one slice, and debt at
+	 * HL_MAX_DEBT slices: a very low weight (nice 19 is 1/100 of nice 0)
+	 * would otherwise put a task so far ahead in vtime that, while the
+	 * starvation guard is all the fair queue gets, it never reaches the
+	 * head before the watchdog fires.
+	 */
 	vtime = p->scx.dsq_vtime;
 	if ((s64)(vtime - (vtime_now - c->slice_ns)) < 0)
 		vtime = vtime_now - c->slice_ns;
+	if ((s64)(vtime - (vtime_now + HL_MAX_DEBT * c->slice_ns)) > 0)
+		vtime = vtime_now + HL_MAX_DEBT * c->slice_ns;
 	hl_dsq_insert_vtime(p, HL_DSQ_FAIR, c->slice_ns, vtime, enq_flags);
 
 	/* A queued task must not wait while a CPU idles. */
@@ -252,10 +262,18 @@ int hl_dispatch(u64 *ctx)
 {
 	u64 now = bpf_ktime_get_ns();
 	struct hl_stats *st;
+	s32 nr_fair;
 
-	if (scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) == 0) {
+	/*
+	 * The guard serves the fair queue at least once per starvation_ns,
+	 * and more often the more tasks wait in it (up to 8x), so that each
+	 * of them, not just the one at the head, is served within about the
+	 * bound while high-priority tasks keep every CPU busy.
+	 */
+	nr_fair = scx_bpf_dsq_nr_queued(HL_DSQ_FAIR);
+	if (nr_fair <= 0) {
 		fair_served_at = now;
-	} else if (now - fair_served_at > starvation_ns) {
+	} else if (now - fair_served_at > starvation_ns / (nr_fair < 8 ? nr_fair : 8)) {
 		if (hl_dsq_move_to_local(HL_DSQ_FAIR)) {
 			st = stats_get();
 			if (st)

@@ -24,6 +24,7 @@ func runRun(ctx context.Context, args []string) int {
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
 	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: the longest normal tasks wait while high-priority tasks keep every CPU busy")
 	debugError := fs.Uint64("debug-error-after", 0, "testing only: make the BPF code fail with scx_bpf_error after N enqueues")
+	restarts := fs.Int("restart-on-error", 0, "when the scheduler ends with an error exit (scx_bpf_error, watchdog stall), load it again, at most `N` times")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane run [flags]
 
@@ -34,11 +35,14 @@ the rest share a weighted-vtime queue. If hotlane dies (even kill -9) the
 kernel returns every task to its default scheduler.
 
 On exit it prints why the scheduler ended (the kernel's exit kind, reason
-and message) and exits non-zero if that was an error.
+and message) and exits non-zero if that was an error. With
+--restart-on-error N an error exit loads the scheduler again, at most N
+times, each said on stderr; the exit status is that of the last run.
 
 Examples:
   hotlane run --inference-comm infer --inference-comm triton
   hotlane run --policy policy.json --stats-json stats.jsonl
+  hotlane run --restart-on-error 3
   hotlane run --check-policy policy.json
 
 Flags:
@@ -50,6 +54,11 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "hotlane run: unexpected argument %q\n", fs.Arg(0))
+		return exitError
+	}
+
+	if *restarts < 0 {
+		fmt.Fprintf(os.Stderr, "hotlane run: --restart-on-error %d: must be 0 or more\n", *restarts)
 		return exitError
 	}
 
@@ -106,15 +115,22 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, classes %v, %s mode)\n",
 			s.Object, s.Classes(), map[bool]string{true: "partial", false: "full"}[*partial])
 	}
-	info, err := sched.Run(ctx, sched.Config{
+	info, used, err := sched.RunWithRestarts(ctx, sched.Config{
 		Table: table, Partial: *partial, Timeout: *timeout, Starvation: *starvation, DebugErrorAfter: *debugError,
-	}, opts)
+	}, opts, *restarts, os.Stderr)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+		if used > 0 {
+			fmt.Fprintf(os.Stderr, "hotlane run: after %d restarts: %v\n", used, err)
+		} else {
+			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+		}
 		return exitError
 	}
 	fmt.Fprintf(os.Stderr, "hotlane: scheduler exited: %s\n", info)
 	if info.IsError() {
+		if *restarts > 0 && used == *restarts {
+			fmt.Fprintf(os.Stderr, "hotlane: giving up after %d restarts\n", used)
+		}
 		return exitFail
 	}
 	return exitOK
