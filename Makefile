@@ -8,7 +8,7 @@ export HOTLANE_CACHE
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN           := bin/hotlane
 
-.PHONY: all build deps demo test unit lint fuzz generate vmlinux clean
+.PHONY: all build deps demo soak test unit lint fuzz generate vmlinux clean
 
 all: build
 
@@ -27,6 +27,13 @@ deps:
 DEMO_OUT      ?= demo-results
 demo: deps build
 	$(BIN) vm --scx-simple --mttcg --retries 2 --timeout 30m --results $(DEMO_OUT) -- bench
+
+# The soak benchmark (not a test): 10 minutes of the default workload under
+# hotlane with the tracer and probes attached; results in $(SOAK_OUT).
+SOAK_OUT ?= soak-results
+soak: deps build
+	$(BIN) vm --mttcg --timeout 20m --results $(SOAK_OUT) --add /bin/sh --add /bin/sleep --add /bin/grep \
+		--add scripts/soak.sh:/soak.sh -- /bin/sh /soak.sh
 
 # Everything: lint, unit tests, privileged host tests (as root), VM tests,
 # then each fuzz target for a bounded time on top of its committed corpus.

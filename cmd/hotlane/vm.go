@@ -31,7 +31,8 @@ func runVM(ctx context.Context, args []string) int {
 	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple")
 	printVmlinux := fs.Bool("print-vmlinux", false, "fetch the kernel, print the path of its uncompressed vmlinux (with BTF) and exit")
 	kernelLog := fs.Bool("kernel-log", false, "also show the guest kernel's messages, not only the command's output")
-	var add listFlag
+	var add, env listFlag
+	fs.Var(&env, "env", "set an environment variable for the guest command, as NAME=VALUE (repeatable)")
 	fs.Var(&add, "add", "add a host file (and, for a program, its shared libraries) to the guest as HOST[:GUEST] (repeatable; GUEST defaults to HOST)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane vm [flags] -- COMMAND [ARGS...]
