@@ -92,7 +92,10 @@ func taskByPID(t *testing.T, s *Snapshot, pid int) TaskLatency {
 
 // A thread that sleeps exactly N times is switched in N times after a
 // wake-up: N samples, plus one per involuntary preemption (rare for a
-// thread that runs microseconds at a time; allowed up to 5 %). It sleeps
+// thread that runs microseconds at a time; allowed up to 5 %), minus one
+// per sleep whose timer fired before the thread had left the CPU: that
+// wake-up finds it still running, it never waits and is no sample
+// (allowed up to 2 %; seen once in 200). It sleeps
 // with nanosleep(2) itself: Go's time.Sleep parks the thread on a futex
 // that the runtime also wakes for its own reasons.
 func TestTracerCountsEverySleep(t *testing.T) {
@@ -114,8 +117,8 @@ func TestTracerCountsEverySleep(t *testing.T) {
 				t.Fatal(err)
 			}
 			tk := taskByPID(t, s, tid)
-			if got := tk.Hist.Count(); got < n || got > n+n/20 {
-				t.Errorf("%d samples for %d sleeps, want %d..%d", got, n, n, n+n/20)
+			if got := tk.Hist.Count(); got < n-n/50 || got > n+n/20 {
+				t.Errorf("%d samples for %d sleeps, want %d..%d", got, n, n-n/50, n+n/20)
 			}
 			if tk.Class != "inference" || tk.Comm != "infer-sleeper" {
 				t.Errorf("task class %q comm %q, want inference, infer-sleeper", tk.Class, tk.Comm)
