@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/hotlane/hotlane/report"
 )
 
 // Names of the features Probe reports, in the order it reports them. These
@@ -157,12 +159,12 @@ func (f *Features) Missing(names []string) []Feature {
 // line per feature ("ok" or "MISSING", name, detail), an indented "->"
 // advice line under each missing one, then notes and a summary.
 func (f *Features) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
-	ew.printf("kernel %s (%s), euid %d", f.KernelRelease, f.Machine, f.Euid)
+	ew := report.NewWriter(w)
+	ew.Printf("kernel %s (%s), euid %d", f.KernelRelease, f.Machine, f.Euid)
 	if f.Kconfig != "" {
-		ew.printf(", config from %s", f.Kconfig)
+		ew.Printf(", config from %s", f.Kconfig)
 	}
-	ew.printf("\n")
+	ew.Printf("\n")
 	var missing []string
 	for _, c := range f.Checks {
 		status := "ok"
@@ -170,20 +172,20 @@ func (f *Features) WriteText(w io.Writer) error {
 			status = "MISSING"
 			missing = append(missing, c.Name)
 		}
-		ew.printf("%-7s  %-10s  %s\n", status, c.Name, c.Detail)
+		ew.Printf("%-7s  %-10s  %s\n", status, c.Name, c.Detail)
 		if !c.Available && c.Advice != "" {
-			ew.printf("%-7s  %-10s  -> %s\n", "", "", c.Advice)
+			ew.Printf("%-7s  %-10s  -> %s\n", "", "", c.Advice)
 		}
 	}
 	for _, n := range f.Notes {
-		ew.printf("note: %s\n", n)
+		ew.Printf("note: %s\n", n)
 	}
 	if len(missing) == 0 {
-		ew.printf("all %d features available\n", len(f.Checks))
+		ew.Printf("all %d features available\n", len(f.Checks))
 	} else {
-		ew.printf("%d of %d features available; missing: %s\n", len(f.Checks)-len(missing), len(f.Checks), strings.Join(missing, ", "))
+		ew.Printf("%d of %d features available; missing: %s\n", len(f.Checks)-len(missing), len(f.Checks), strings.Join(missing, ", "))
 	}
-	return ew.err
+	return ew.Err()
 }
 
 // WriteJSON writes f as indented JSON.
@@ -194,17 +196,4 @@ func (f *Features) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("encode features: %w", err)
 	}
 	return nil
-}
-
-// errWriter keeps the first write error so rendering code stays linear.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err != nil {
-		return
-	}
-	_, e.err = fmt.Fprintf(e.w, format, args...)
 }

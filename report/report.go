@@ -137,3 +137,31 @@ func (l Losses) WriteText(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "lost events: %s (%s)\n", verdict, strings.Join(parts, ", "))
 	return err
 }
+
+// Writer writes a text report and keeps the first error, so rendering
+// code reads straight through and checks Err once at the end.
+type Writer struct {
+	w   io.Writer
+	err error
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Printf formats to the report unless an earlier write failed.
+func (w *Writer) Printf(format string, args ...any) {
+	if w.err == nil {
+		_, w.err = fmt.Fprintf(w.w, format, args...)
+	}
+}
+
+// Do runs a rendering step (a table, a histogram, the losses) unless an
+// earlier write failed.
+func (w *Writer) Do(render func(io.Writer) error) {
+	if w.err == nil {
+		w.err = render(w.w)
+	}
+}
+
+// Err is the first write error, if any.
+func (w *Writer) Err() error { return w.err }

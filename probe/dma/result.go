@@ -413,15 +413,15 @@ func (r *Result) WriteJSON(w io.Writer) error {
 // WriteText writes the report for people: a table per device, the
 // direction breakdown, the losses and the notes.
 func (r *Result) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
-	ew.printf("DMA activity over %s on %s\n", report.Duration(r.Duration), r.Kernel)
-	ew.printf("hooks: %s\n", hookSummary(r.Family, r.Hooks))
+	ew := report.NewWriter(w)
+	ew.Printf("DMA activity over %s on %s\n", report.Duration(r.Duration), r.Kernel)
+	ew.Printf("hooks: %s\n", hookSummary(r.Family, r.Hooks))
 	if r.LatencyMeasured {
-		ew.printf("map latency: %s\n", strings.Join(r.LatencyHooks, ", "))
+		ew.Printf("map latency: %s\n", strings.Join(r.LatencyHooks, ", "))
 	} else {
-		ew.printf("map latency: not measured\n")
+		ew.Printf("map latency: not measured\n")
 	}
-	ew.printf("\n")
+	ew.Printf("\n")
 
 	t := report.Table{Header: []string{"device", "maps", "unmaps", "allocs", "frees", "errors", "mapped", "MB/s"}}
 	if r.LatencyMeasured {
@@ -441,14 +441,12 @@ func (r *Result) WriteText(w io.Writer) error {
 		row(d)
 	}
 	row(r.Total)
-	if ew.err == nil {
-		ew.err = t.WriteText(w)
-	}
+	ew.Do(t.WriteText)
 
 	if len(r.Devices) == 0 {
-		ew.printf("\nno DMA-API activity seen\n")
+		ew.Printf("\nno DMA-API activity seen\n")
 	} else {
-		ew.printf("\nby direction:\n")
+		ew.Printf("\nby direction:\n")
 		dt := report.Table{Header: []string{"device", "direction", "maps", "unmaps", "mapped", "unmapped", "allocs", "allocated", "errors"}}
 		for _, d := range r.Devices {
 			for _, x := range d.Directions {
@@ -456,21 +454,17 @@ func (r *Result) WriteText(w io.Writer) error {
 					u(x.Allocs), Bytes(x.BytesAllocated), u(x.Errors()))
 			}
 		}
-		if ew.err == nil {
-			ew.err = dt.WriteText(w)
-		}
+		ew.Do(dt.WriteText)
 	}
-	ew.printf("\n")
-	if ew.err == nil {
-		ew.err = r.Losses.WriteText(w)
-	}
+	ew.Printf("\n")
+	ew.Do(r.Losses.WriteText)
 	if r.LatencyUnmatched > 0 {
-		ew.printf("map calls in flight at attach (no latency sample): %d\n", r.LatencyUnmatched)
+		ew.Printf("map calls in flight at attach (no latency sample): %d\n", r.LatencyUnmatched)
 	}
 	for _, n := range r.Notes {
-		ew.printf("note: %s\n", n)
+		ew.Printf("note: %s\n", n)
 	}
-	return ew.err
+	return ew.Err()
 }
 
 // hookSummary shortens "tp_btf/dma_map_phys, tp_btf/dma_unmap_phys, ..."
@@ -510,15 +504,4 @@ func Bytes(n uint64) string {
 		return strconv.FormatFloat(math.Round(v), 'f', 0, 64) + units[i]
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + units[i]
-}
-
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
-	}
 }

@@ -497,29 +497,29 @@ type TextOptions struct {
 
 // WriteText writes the report for people.
 func (r *Result) WriteText(w io.Writer, o TextOptions) error {
-	ew := &errWriter{w: w}
-	ew.printf("ioctl latency over %s: %d calls, %d failed (percentiles are bucket upper edges, <= 3.2%% high)\n",
+	ew := report.NewWriter(w)
+	ew.Printf("ioctl latency over %s: %d calls, %d failed (percentiles are bucket upper edges, <= 3.2%% high)\n",
 		r.Elapsed.Round(time.Millisecond), r.Counters.Calls, r.Counters.Errors)
-	ew.printf("hook: %s, %s\n", r.Hook, r.HookDetail)
+	ew.Printf("hook: %s, %s\n", r.Hook, r.HookDetail)
 	if f := r.Filter; f.PID != 0 || f.Comm != "" || f.Dev != "" {
-		ew.printf("filter:")
+		ew.Printf("filter:")
 		if f.PID != 0 {
-			ew.printf(" pid %d", f.PID)
+			ew.Printf(" pid %d", f.PID)
 		}
 		if f.Comm != "" {
-			ew.printf(" comm %q", f.Comm)
+			ew.Printf(" comm %q", f.Comm)
 		}
 		if f.Dev != "" {
-			ew.printf(" device %s", f.Dev)
+			ew.Printf(" device %s", f.Dev)
 		}
-		ew.printf("\n")
+		ew.Printf("\n")
 	}
 	for _, n := range r.Notes {
-		ew.printf("note: %s\n", n)
+		ew.Printf("note: %s\n", n)
 	}
-	ew.printf("\n")
+	ew.Printf("\n")
 	if len(r.Commands) == 0 {
-		ew.printf("no ioctl calls seen\n")
+		ew.Printf("no ioctl calls seen\n")
 	} else {
 		t := report.Table{Header: append([]string{"device", "dev", "command", "errors", "total"}, report.LatencyColumns()...)}
 		for _, s := range r.Commands {
@@ -530,77 +530,55 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 			t.Add(append([]string{s.Device.String(), num, s.Command.String(), fmt.Sprint(s.Errors), report.Duration(s.Total)},
 				s.Latency.Cells()...)...)
 		}
-		ew.table(&t)
+		ew.Do(t.WriteText)
 	}
 	if len(r.Errnos) > 0 {
-		ew.printf("\nerrors by errno:\n")
+		ew.Printf("\nerrors by errno:\n")
 		t := report.Table{Header: []string{"device", "command", "errno", "calls"}}
 		for _, s := range r.Commands {
 			for _, e := range s.Errnos {
 				t.Add(s.Device.String(), s.Command.String(), e.Name, fmt.Sprint(e.Count))
 			}
 		}
-		ew.table(&t)
+		ew.Do(t.WriteText)
 	}
 	if o.TopProcesses > 0 && len(r.Processes) > 0 {
 		n := min(o.TopProcesses, len(r.Processes))
-		ew.printf("\nby process (busiest %d of %d):\n", n, len(r.Processes))
+		ew.Printf("\nby process (busiest %d of %d):\n", n, len(r.Processes))
 		t := report.Table{Header: append([]string{"pid", "comm", "device", "command", "errors", "total"}, report.LatencyColumns()...)}
 		for _, s := range r.Processes[:n] {
 			t.Add(append([]string{fmt.Sprint(s.PID), s.Comm, s.Device.String(), s.Command.String(), fmt.Sprint(s.Errors), report.Duration(s.Total)},
 				s.Latency.Cells()...)...)
 		}
-		ew.table(&t)
+		ew.Do(t.WriteText)
 	}
 	if o.Histograms > 0 {
 		for _, s := range r.Commands {
 			if s.Calls < o.Histograms {
 				continue
 			}
-			ew.printf("\n%s %s:\n", s.Device, s.Command)
-			if ew.err == nil {
-				ew.err = s.Hist.WriteText(w, 40)
-			}
+			ew.Printf("\n%s %s:\n", s.Device, s.Command)
+			ew.Do(func(w io.Writer) error { return s.Hist.WriteText(w, 40) })
 		}
 	}
 	if r.SlowThreshold != nil {
-		ew.printf("\nslow calls (>= %s): %d streamed\n", report.Duration(*r.SlowThreshold), r.Counters.Slow)
+		ew.Printf("\nslow calls (>= %s): %d streamed\n", report.Duration(*r.SlowThreshold), r.Counters.Slow)
 		for i, s := range r.Slowest {
 			if i == 10 {
-				ew.printf("  ... %d more in --json\n", len(r.Slowest)-10)
+				ew.Printf("  ... %d more in --json\n", len(r.Slowest)-10)
 				break
 			}
-			ew.printf("  %s\n", s)
+			ew.Printf("  %s\n", s)
 		}
 	}
 	if len(r.Cost) > 0 {
-		ew.printf("\nprobe cost:")
+		ew.Printf("\nprobe cost:")
 		for _, c := range r.Cost {
-			ew.printf(" %s %d runs %s/run;", c.Program, c.Runs, report.Duration(c.PerRun()))
+			ew.Printf(" %s %d runs %s/run;", c.Program, c.Runs, report.Duration(c.PerRun()))
 		}
-		ew.printf("\n")
+		ew.Printf("\n")
 	}
-	ew.printf("\n")
-	if ew.err == nil {
-		ew.err = r.Losses.WriteText(w)
-	}
-	return ew.err
-}
-
-// errWriter keeps the first write error so rendering stays linear.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
-	}
-}
-
-func (e *errWriter) table(t *report.Table) {
-	if e.err == nil {
-		e.err = t.WriteText(e.w)
-	}
+	ew.Printf("\n")
+	ew.Do(r.Losses.WriteText)
+	return ew.Err()
 }

@@ -241,16 +241,16 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // WriteText writes the report for people.
 func (r *Report) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := report.NewWriter(w)
 	mode := r.Mode.String() + " mode"
 	if r.DriverModeError != "" {
 		mode += " (driver mode unavailable: " + r.DriverModeError + ")"
 	}
-	ew.printf("xdp on %s (ifindex %d), %s, %s\n", r.Interface, r.Ifindex, mode, report.Duration(r.Duration))
+	ew.Printf("xdp on %s (ifindex %d), %s, %s\n", r.Interface, r.Ifindex, mode, report.Duration(r.Duration))
 	for _, x := range r.Replaced {
-		ew.printf("replaced: XDP program id %d (%s mode), not restored\n", x.ProgID, x.Mode)
+		ew.Printf("replaced: XDP program id %d (%s mode), not restored\n", x.ProgID, x.Mode)
 	}
-	ew.printf("policy: %s\n\n", r.Policy)
+	ew.Printf("policy: %s\n\n", r.Policy)
 
 	t := report.Table{Header: []string{"class", "packets", "bytes", "dropped", "pps"}}
 	for _, row := range r.Classes {
@@ -261,10 +261,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		pps = float64(r.Total.Packets) / s
 	}
 	t.Add("total", fmt.Sprint(r.Total.Packets), fmt.Sprint(r.Total.Bytes), fmt.Sprint(r.Total.Dropped), fmt.Sprintf("%.1f", pps))
-	ew.table(&t)
+	ew.Do(t.WriteText)
 
 	if len(r.EtherTypes) > 0 {
-		ew.printf("\nnon-IP frames by EtherType:\n")
+		ew.Printf("\nnon-IP frames by EtherType:\n")
 		t := report.Table{Header: []string{"ethertype", "name", "packets", "bytes", "dropped"}}
 		for _, e := range r.EtherTypes {
 			name := e.Name
@@ -273,7 +273,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 			t.Add(fmt.Sprintf("0x%04x", e.EtherType), name, fmt.Sprint(e.Packets), fmt.Sprint(e.Bytes), fmt.Sprint(e.Dropped))
 		}
-		ew.table(&t)
+		ew.Do(t.WriteText)
 	}
 
 	var bad []ReasonRow
@@ -287,42 +287,22 @@ func (r *Report) WriteText(w io.Writer) error {
 		rule = "dropped (--drop malformed)"
 	}
 	if len(bad) == 0 {
-		ew.printf("\nmalformed frames: none\n")
+		ew.Printf("\nmalformed frames: none\n")
 	} else {
-		ew.printf("\nmalformed frames (%s):\n", rule)
+		ew.Printf("\nmalformed frames (%s):\n", rule)
 		t := report.Table{Header: []string{"layer", "problem", "frames"}}
 		for _, m := range bad {
 			t.Add(m.Reason.Layer(), m.Description, fmt.Sprint(m.Frames))
 		}
-		ew.table(&t)
+		ew.Do(t.WriteText)
 	}
 
 	c := r.Counters
-	ew.printf("\ndropped by rule: class %d, UDP port %d, EtherType %d, malformed %d\n",
+	ew.Printf("\ndropped by rule: class %d, UDP port %d, EtherType %d, malformed %d\n",
 		c.DroppedClass, c.DroppedUDPPort, c.DroppedEtherType, c.DroppedMalformed)
-	ew.printf("seen: %d single-tagged and %d double-tagged (QinQ) VLAN frames, %d IPv4 headers with options, %d IPv6 packets with extension headers, %d first fragments\n",
+	ew.Printf("seen: %d single-tagged and %d double-tagged (QinQ) VLAN frames, %d IPv4 headers with options, %d IPv6 packets with extension headers, %d first fragments\n",
 		c.VLAN1, c.VLAN2, c.IPv4Options, c.IPv6Ext, c.FirstFragments)
-	ew.printf("counting: every frame, in per-CPU counters; nothing is sampled and there is no ring buffer\n")
-	if ew.err == nil {
-		ew.err = r.Losses.WriteText(w)
-	}
-	return ew.err
-}
-
-// errWriter keeps the first write error so the report reads straight.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
-	}
-}
-
-func (e *errWriter) table(t *report.Table) {
-	if e.err == nil {
-		e.err = t.WriteText(e.w)
-	}
+	ew.Printf("counting: every frame, in per-CPU counters; nothing is sampled and there is no ring buffer\n")
+	ew.Do(r.Losses.WriteText)
+	return ew.Err()
 }
