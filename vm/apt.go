@@ -13,8 +13,10 @@ import (
 	"strings"
 )
 
-// KnownSuites are the Debian suites the runner will fetch kernels from.
-var knownSuites = []string{"bookworm-backports", "trixie", "trixie-backports", "forky", "sid", "unstable", "experimental"}
+// knownSuites are the Debian suites the runner will fetch kernels from.
+func knownSuites() []string {
+	return []string{"bookworm-backports", "trixie", "trixie-backports", "forky", "sid", "unstable", "experimental"}
+}
 
 // ErrUnknownSuite is returned for a suite name Debian does not have.
 var ErrUnknownSuite = errors.New("unknown Debian suite")
@@ -29,7 +31,7 @@ type apt struct {
 
 func newApt(cacheDir, suite string) (*apt, error) {
 	if !validSuite(suite) {
-		return nil, fmt.Errorf("%w %q: use one of %s", ErrUnknownSuite, suite, strings.Join(knownSuites, ", "))
+		return nil, fmt.Errorf("%w %q: use one of %s", ErrUnknownSuite, suite, strings.Join(knownSuites(), ", "))
 	}
 	a := &apt{dir: filepath.Join(cacheDir, "apt", suite), suite: suite}
 	for _, d := range []string{"state/lists/partial", "cache/archives/partial", "etc/sources.list.d", "etc/preferences.d", "debs"} {
@@ -49,7 +51,7 @@ func newApt(cacheDir, suite string) (*apt, error) {
 }
 
 func validSuite(s string) bool {
-	for _, k := range knownSuites {
+	for _, k := range knownSuites() {
 		if s == k {
 			return true
 		}

@@ -62,7 +62,7 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 	}
 	suite, pkg, _ := strings.Cut(spec, "/")
 	if !validSuite(suite) {
-		return nil, fmt.Errorf("%w %q in --kernel %q: use one of %s, SUITE/PACKAGE, or a vmlinuz path", ErrUnknownSuite, suite, spec, strings.Join(knownSuites, ", "))
+		return nil, fmt.Errorf("%w %q in --kernel %q: use one of %s, SUITE/PACKAGE, or a vmlinuz path", ErrUnknownSuite, suite, spec, strings.Join(knownSuites(), ", "))
 	}
 	if pkg != "" {
 		if k, ok := cachedKernel(cacheDir, suite, pkg); ok {

@@ -13,8 +13,6 @@ import (
 type Hogs struct {
 	Comm    string
 	Threads int
-	// Work, when set, receives the total loop count.
-	Work *atomic.Uint64
 }
 
 // Run spins the threads until ctx is done and returns the work done.
@@ -33,9 +31,6 @@ func (h Hogs) Run(ctx context.Context) (uint64, error) {
 			for ctx.Err() == nil {
 				n := spinCPU(time.Millisecond)
 				total.Add(n)
-				if h.Work != nil {
-					h.Work.Add(n)
-				}
 			}
 		}()
 	}
