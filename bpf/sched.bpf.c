@@ -67,8 +67,6 @@ struct hl_cpu {
 	u64 started_at;
 	u32 busy;
 	u32 high;
-	u32 class_id;	/* of the running task, so stopping need not reclassify */
-	u32 _pad;
 };
 
 struct {
@@ -303,7 +301,6 @@ int hl_running(u64 *ctx)
 		cpu->started_at = now;
 		cpu->busy = 1;
 		cpu->high = c->high_priority;
-		cpu->class_id = cls;
 	}
 	if (st && cls < HL_MAX_CLASSES)
 		st->dispatched[cls]++;
@@ -319,16 +316,13 @@ SEC("struct_ops/hl_stopping")
 int hl_stopping(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
-	u32 key = bpf_get_smp_processor_id();
+	u32 cls = hl_classify(p), key = bpf_get_smp_processor_id();
+	const volatile struct hl_class *c = class_get(cls);
 	struct hl_cpu *cpu = bpf_map_lookup_elem(&cpus, &key);
-	const volatile struct hl_class *c;
 	u64 used, weight;
 
-	/* The class was found when the task started running on this CPU. */
-	if (!cpu)
-		return 0;
-	cpu->busy = 0;
-	c = class_get(cpu->class_id);
+	if (cpu)
+		cpu->busy = 0;
 	if (c->high_priority)
 		return 0;
 
