@@ -17,10 +17,12 @@
  *     a wake-up kicks a CPU for them (an idle one if any, else this CPU or
  *     the one whose lower-class task has run the longest). Other tasks go to the fair
  *     queue in vtime order, with at most one slice of banked credit.
- *  3. dispatch: the high queue first, then the fair queue, except when the
- *     fair queue has waited longer than starvation_ns (divided by how many
- *     tasks wait, up to 8): then it goes first, so inference tasks
- *     saturating every CPU cannot starve the rest.
+ *  3. dispatch: the high queue first, then the fair queue. When a fair
+ *     task has waited starvation_ns while high-priority tasks are queued,
+ *     a starvation guard gives the longest-waiting fair tasks (up to 8) a
+ *     turn on this CPU, shielded from preemption, at most one turn per
+ *     starvation_ns: high-priority tasks saturating every CPU cannot
+ *     starve any other, and the guard cannot starve them.
  *  4. running/stopping: per-CPU bookkeeping for victim selection, and the
  *     vtime charge of fair tasks, scaled by class and task weight.
  *
@@ -58,15 +60,17 @@ const volatile u64 debug_error_after = 0;
 
 /* The fair queue's clock: the vtime of the latest fair task to run. */
 u64 vtime_now;
-/* When the fair queue was last served, or last seen empty. */
-u64 fair_served_at;
+/* The starvation guard's last turn, and when it next needs to look: no
+ * fair task can have waited starvation_ns before then. */
+u64 guard_turn_at;
+u64 guard_check_at;
 u64 nr_enqueues;
 
 /* Who runs on each CPU, for choosing a preemption victim. */
 struct hl_cpu {
 	u64 started_at;
 	u32 busy;
-	u32 high;
+	u32 shielded;	/* a high-priority task, or a guard turn: no victim */
 };
 
 struct {
@@ -104,6 +108,20 @@ struct hl_exit_info {
 
 struct hl_exit_info exit_info;
 
+/* Per fair task, for the starvation guard. */
+struct hl_fair_wait {
+	u64 queued_at;	/* when it last entered the fair queue */
+	u32 guard_turn;	/* moved to a CPU by the guard, not yet running */
+	u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct hl_fair_wait);
+} fair_waits SEC(".maps");
+
 bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
 s32 scx_bpf_pick_idle_cpu(const struct cpumask *cpus_allowed, u64 flags) __ksym;
 
@@ -124,15 +142,16 @@ static __always_inline bool is_percpu_kthread(struct task_struct *p)
 	return (p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1;
 }
 
-/* May p preempt the task running on cpu: a busy CPU, not high priority? */
+/* May p (or, if NULL, any high-priority task) preempt the task running on
+ * cpu: a busy CPU, not running high priority or a guard turn? */
 static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu)
 {
 	struct hl_cpu *c;
 
-	if (cpu >= nr_cpus || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+	if (cpu >= nr_cpus || (p && !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)))
 		return NULL;
 	c = bpf_map_lookup_elem(&cpus, &cpu);
-	if (!c || !c->busy || c->high)
+	if (!c || !c->busy || c->shielded)
 		return NULL;
 	return c;
 }
@@ -211,6 +230,7 @@ int hl_enqueue(u64 *ctx)
 	u32 cls = hl_classify(p);
 	const volatile struct hl_class *c = class_get(cls);
 	struct hl_stats *st = stats_get();
+	struct hl_fair_wait *w;
 	u64 vtime, n;
 	s32 idle;
 
@@ -248,6 +268,11 @@ int hl_enqueue(u64 *ctx)
 		vtime = vtime_now - c->slice_ns;
 	if ((s64)(vtime - (vtime_now + HL_MAX_DEBT * c->slice_ns)) > 0)
 		vtime = vtime_now + HL_MAX_DEBT * c->slice_ns;
+	/* Without storage (out of memory) the guard sees no stamp and takes
+	 * the task for the longest waiting: served early, never starved. */
+	w = bpf_task_storage_get(&fair_waits, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (w)
+		w->queued_at = bpf_ktime_get_ns();
 	hl_dsq_insert_vtime(p, HL_DSQ_FAIR, c->slice_ns, vtime, enq_flags);
 
 	/* A queued task must not wait while a CPU idles. */
@@ -257,30 +282,173 @@ int hl_enqueue(u64 *ctx)
 	return 0;
 }
 
+#define HL_GUARD_BATCH 8
+
+/*
+ * The guard's scratch: the longest-waiting task found by a walk of the fair
+ * queue. It lives in a per-CPU map, not in registers or on the stack: the
+ * verifier tracks those exactly, so a value that changes as the walk goes
+ * gives it a new state per step and the walk never converges; map values
+ * it does not track.
+ */
+struct hl_guard_scan {
+	u64 oldest_at;
+	s32 pid;
+	u32 found;
+	u32 overdue;	/* tasks that have waited starvation_ns */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct hl_guard_scan);
+} guard_scans SEC(".maps");
+
+/* Without storage (out of memory) a task has no stamp: it counts as the
+ * longest waiting, so it is served early, never starved. */
+static __always_inline u64 queued_at(struct task_struct *p)
+{
+	struct hl_fair_wait *w = bpf_task_storage_get(&fair_waits, p, NULL, 0);
+
+	return w ? w->queued_at : 0;
+}
+
+/*
+ * The guard works by age, not vtime: while guard turns are all the fair
+ * queue gets, tasks that wake with a slice of credit would keep landing
+ * ahead of one that ran up debt. guard_find() walks the fair queue for the
+ * longest-waiting task and counts the overdue ones (a task queued on
+ * another CPU after now was read has a stamp after now: signed compares).
+ */
+static __always_inline void guard_find(struct hl_guard_scan *sc, u64 now)
+{
+	struct bpf_iter_scx_dsq it;
+	struct task_struct *p;
+	u64 at;
+
+	sc->found = 0;
+	sc->overdue = 0;
+	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_FAIR, 0) == 0) {
+		while ((p = bpf_iter_scx_dsq_next(&it))) {
+			at = queued_at(p);
+			if ((s64)(now - at) >= (s64)starvation_ns)
+				sc->overdue++;
+			if (!sc->found || at < sc->oldest_at) {
+				sc->found = 1;
+				sc->oldest_at = at;
+				sc->pid = p->pid;
+			}
+		}
+	}
+	bpf_iter_scx_dsq_destroy(&it);
+}
+
+/* Move the task guard_find() found to this CPU for turn_ns, marked so that
+ * running shields it from preemption. The move needs the iterator that
+ * yields the task, so this walks again. */
+static __always_inline bool guard_move(struct hl_guard_scan *sc, u64 turn_ns)
+{
+	struct bpf_iter_scx_dsq it;
+	struct hl_fair_wait *w;
+	struct task_struct *p;
+	bool moved = false;
+
+	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_FAIR, 0) == 0) {
+		while ((p = bpf_iter_scx_dsq_next(&it))) {
+			if (p->pid != sc->pid)
+				continue;
+			hl_dsq_move_set_slice(&it, turn_ns);
+			moved = hl_dsq_move(&it, p, HL_DSQ_LOCAL, 0);
+			if (moved) {
+				w = bpf_task_storage_get(&fair_waits, p, NULL, 0);
+				if (w)
+					w->guard_turn = 1;
+			}
+			break;
+		}
+	}
+	bpf_iter_scx_dsq_destroy(&it);
+	return moved;
+}
+
+/* Make a CPU other than this one, running neither high priority nor a
+ * guard turn, pick up the high queue while this one serves the guard. */
+static void kick_for_high_queue(void)
+{
+	u32 self = bpf_get_smp_processor_id();
+
+	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
+		if (i >= nr_cpus)
+			break;
+		if (i != self && preemptible(NULL, i)) {
+			scx_bpf_kick_cpu(i, HL_KICK_PREEMPT);
+			return;
+		}
+	}
+}
+
+/*
+ * The starvation guard, called while high-priority tasks are queued. If a
+ * fair task has waited starvation_ns, the longest-waiting ones, oldest
+ * first and up to HL_GUARD_BATCH of those overdue, move to this CPU and
+ * share starvation_ns / 2, and another CPU is kicked for the high queue.
+ * Turns come at most once per starvation_ns, so they take at most a third
+ * of one CPU from high-priority work. Returns how many tasks moved.
+ */
+static u32 guard(u64 now)
+{
+	struct hl_guard_scan *sc;
+	struct hl_stats *st;
+	u32 zero = 0, moved = 0, n;
+	u64 turn_ns;
+
+	sc = bpf_map_lookup_elem(&guard_scans, &zero);
+	if (!sc)
+		return 0;
+	guard_find(sc, now);
+	if (!sc->found) {
+		guard_check_at = now + starvation_ns;
+		return 0;
+	}
+	if ((s64)(now - sc->oldest_at) < (s64)starvation_ns) {
+		guard_check_at = sc->oldest_at + starvation_ns;
+		return 0;
+	}
+	n = sc->overdue < HL_GUARD_BATCH ? sc->overdue : HL_GUARD_BATCH;
+	turn_ns = starvation_ns / 2 / (n ?: 1);
+	for (u32 i = 0; i < HL_GUARD_BATCH && i < n; i++) {
+		if (i > 0) {
+			guard_find(sc, now);
+			if (!sc->found || (s64)(now - sc->oldest_at) < (s64)starvation_ns)
+				break;
+		}
+		/* A task that left the queue meanwhile is not moved; the next
+		 * walk finds the next oldest. */
+		if (guard_move(sc, turn_ns))
+			moved++;
+	}
+	if (!moved)
+		return 0;
+	guard_turn_at = now;
+	guard_check_at = now + starvation_ns;
+	kick_for_high_queue();
+	st = stats_get();
+	if (st)
+		st->guard_dispatches += moved;
+	return moved;
+}
+
 SEC("struct_ops/hl_dispatch")
 int hl_dispatch(u64 *ctx)
 {
 	u64 now = bpf_ktime_get_ns();
-	struct hl_stats *st;
-	s32 nr_fair;
 
-	/*
-	 * The guard serves the fair queue at least once per starvation_ns,
-	 * and more often the more tasks wait in it (up to 8x), so that each
-	 * of them, not just the one at the head, is served within about the
-	 * bound while high-priority tasks keep every CPU busy.
-	 */
-	nr_fair = scx_bpf_dsq_nr_queued(HL_DSQ_FAIR);
-	if (nr_fair <= 0) {
-		fair_served_at = now;
-	} else if (now - fair_served_at > starvation_ns / (nr_fair < 8 ? nr_fair : 8)) {
-		if (hl_dsq_move_to_local(HL_DSQ_FAIR)) {
-			st = stats_get();
-			if (st)
-				st->guard_dispatches++;
-			return 0;
-		}
-	}
+	/* The guard only matters when the high queue would go first. */
+	if (now >= guard_check_at && now - guard_turn_at >= starvation_ns &&
+	    scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0 && scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 &&
+	    guard(now))
+		return 0;
 	if (hl_dsq_move_to_local(HL_DSQ_HIGH))
 		return 0;
 	hl_dsq_move_to_local(HL_DSQ_FAIR);
@@ -296,18 +464,26 @@ int hl_running(u64 *ctx)
 	struct hl_stats *st = stats_get();
 	struct hl_cpu *cpu = bpf_map_lookup_elem(&cpus, &key);
 	u64 now = bpf_ktime_get_ns();
+	struct hl_fair_wait *w;
 
 	if (cpu) {
 		cpu->started_at = now;
 		cpu->busy = 1;
-		cpu->high = c->high_priority;
+		cpu->shielded = c->high_priority;
 	}
 	if (st && cls < HL_MAX_CLASSES)
 		st->dispatched[cls]++;
 	if (!c->high_priority) {
-		fair_served_at = now;
 		if ((s64)(p->scx.dsq_vtime - vtime_now) > 0)
 			vtime_now = p->scx.dsq_vtime;
+		/* A guard turn runs to its end: a wake-up that preempted it at
+		 * once would make the guard's service worthless. */
+		w = bpf_task_storage_get(&fair_waits, p, NULL, 0);
+		if (w && w->guard_turn) {
+			w->guard_turn = 0;
+			if (cpu)
+				cpu->shielded = 1;
+		}
 	}
 	return 0;
 }
@@ -319,15 +495,17 @@ int hl_stopping(u64 *ctx)
 	u32 cls = hl_classify(p), key = bpf_get_smp_processor_id();
 	const volatile struct hl_class *c = class_get(cls);
 	struct hl_cpu *cpu = bpf_map_lookup_elem(&cpus, &key);
-	u64 used, weight;
+	u64 now = bpf_ktime_get_ns(), used, weight;
 
-	if (cpu)
-		cpu->busy = 0;
+	if (!cpu)
+		return 0;
+	cpu->busy = 0;
 	if (c->high_priority)
 		return 0;
 
-	/* Charge the slice used, scaled down by class weight and nice weight. */
-	used = c->slice_ns > p->scx.slice ? c->slice_ns - p->scx.slice : 0;
+	/* Charge the time run (a guard turn may be shorter than the class's
+	 * slice), scaled down by class weight and nice weight. */
+	used = now - cpu->started_at;
 	weight = (u64)(c->weight ?: 1) * (p->scx.weight ?: 1);
 	hl_set_dsq_vtime(p, p->scx.dsq_vtime + used * 100 * 100 / weight);
 	return 0;

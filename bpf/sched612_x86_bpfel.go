@@ -17,6 +17,8 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	Sched612MapCpus                      = "cpus"
+	Sched612MapFairWaits                 = "fair_waits"
+	Sched612MapGuardScans                = "guard_scans"
 	Sched612MapHlTaskClasses             = "hl_task_classes"
 	Sched612MapHotlaneOps                = "hotlane_ops"
 	Sched612MapStats                     = "stats"
@@ -30,7 +32,8 @@ const (
 	Sched612ProgHlStopping               = "hl_stopping"
 	Sched612VarDebugErrorAfter           = "debug_error_after"
 	Sched612VarExitInfo                  = "exit_info"
-	Sched612VarFairServedAt              = "fair_served_at"
+	Sched612VarGuardCheckAt              = "guard_check_at"
+	Sched612VarGuardTurnAt               = "guard_turn_at"
 	Sched612VarHlClasses                 = "hl_classes"
 	Sched612VarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	Sched612VarHlNrClasses               = "hl_nr_classes"
@@ -99,6 +102,8 @@ type Sched612ProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched612MapSpecs struct {
 	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
+	FairWaits     *ebpf.MapSpec `ebpf:"fair_waits"`
+	GuardScans    *ebpf.MapSpec `ebpf:"guard_scans"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
@@ -110,7 +115,8 @@ type Sched612MapSpecs struct {
 type Sched612VariableSpecs struct {
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
-	FairServedAt              *ebpf.VariableSpec `ebpf:"fair_served_at"`
+	GuardCheckAt              *ebpf.VariableSpec `ebpf:"guard_check_at"`
+	GuardTurnAt               *ebpf.VariableSpec `ebpf:"guard_turn_at"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
@@ -143,6 +149,8 @@ func (o *Sched612Objects) Close() error {
 // It can be passed to LoadSched612Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched612Maps struct {
 	Cpus          *ebpf.Map `ebpf:"cpus"`
+	FairWaits     *ebpf.Map `ebpf:"fair_waits"`
+	GuardScans    *ebpf.Map `ebpf:"guard_scans"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
 	Stats         *ebpf.Map `ebpf:"stats"`
@@ -151,6 +159,8 @@ type Sched612Maps struct {
 func (m *Sched612Maps) Close() error {
 	return _Sched612Close(
 		m.Cpus,
+		m.FairWaits,
+		m.GuardScans,
 		m.HlTaskClasses,
 		m.HotlaneOps,
 		m.Stats,
@@ -163,7 +173,8 @@ func (m *Sched612Maps) Close() error {
 type Sched612Variables struct {
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
-	FairServedAt              *ebpf.Variable `ebpf:"fair_served_at"`
+	GuardCheckAt              *ebpf.Variable `ebpf:"guard_check_at"`
+	GuardTurnAt               *ebpf.Variable `ebpf:"guard_turn_at"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`

@@ -17,6 +17,8 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	Sched613MapCpus                      = "cpus"
+	Sched613MapFairWaits                 = "fair_waits"
+	Sched613MapGuardScans                = "guard_scans"
 	Sched613MapHlTaskClasses             = "hl_task_classes"
 	Sched613MapHotlaneOps                = "hotlane_ops"
 	Sched613MapStats                     = "stats"
@@ -30,7 +32,8 @@ const (
 	Sched613ProgHlStopping               = "hl_stopping"
 	Sched613VarDebugErrorAfter           = "debug_error_after"
 	Sched613VarExitInfo                  = "exit_info"
-	Sched613VarFairServedAt              = "fair_served_at"
+	Sched613VarGuardCheckAt              = "guard_check_at"
+	Sched613VarGuardTurnAt               = "guard_turn_at"
 	Sched613VarHlClasses                 = "hl_classes"
 	Sched613VarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	Sched613VarHlNrClasses               = "hl_nr_classes"
@@ -99,6 +102,8 @@ type Sched613ProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched613MapSpecs struct {
 	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
+	FairWaits     *ebpf.MapSpec `ebpf:"fair_waits"`
+	GuardScans    *ebpf.MapSpec `ebpf:"guard_scans"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
@@ -110,7 +115,8 @@ type Sched613MapSpecs struct {
 type Sched613VariableSpecs struct {
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
-	FairServedAt              *ebpf.VariableSpec `ebpf:"fair_served_at"`
+	GuardCheckAt              *ebpf.VariableSpec `ebpf:"guard_check_at"`
+	GuardTurnAt               *ebpf.VariableSpec `ebpf:"guard_turn_at"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
@@ -143,6 +149,8 @@ func (o *Sched613Objects) Close() error {
 // It can be passed to LoadSched613Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched613Maps struct {
 	Cpus          *ebpf.Map `ebpf:"cpus"`
+	FairWaits     *ebpf.Map `ebpf:"fair_waits"`
+	GuardScans    *ebpf.Map `ebpf:"guard_scans"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
 	Stats         *ebpf.Map `ebpf:"stats"`
@@ -151,6 +159,8 @@ type Sched613Maps struct {
 func (m *Sched613Maps) Close() error {
 	return _Sched613Close(
 		m.Cpus,
+		m.FairWaits,
+		m.GuardScans,
 		m.HlTaskClasses,
 		m.HotlaneOps,
 		m.Stats,
@@ -163,7 +173,8 @@ func (m *Sched613Maps) Close() error {
 type Sched613Variables struct {
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
-	FairServedAt              *ebpf.Variable `ebpf:"fair_served_at"`
+	GuardCheckAt              *ebpf.Variable `ebpf:"guard_check_at"`
+	GuardTurnAt               *ebpf.Variable `ebpf:"guard_turn_at"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`

@@ -57,6 +57,7 @@ func kfuncs612() []btf.Type {
 		kfunc("scx_bpf_dispatch", 4, (*btf.Void)(nil)),
 		kfunc("scx_bpf_dispatch_vtime", 5, (*btf.Void)(nil)),
 		kfunc("scx_bpf_consume", 1, boolType),
+		kfunc("scx_bpf_dispatch_from_dsq", 4, boolType),
 		kfunc("scx_bpf_kick_cpu", 2, (*btf.Void)(nil)),
 	}
 }
@@ -66,6 +67,7 @@ func kfuncs613() []btf.Type {
 		kfunc("scx_bpf_dsq_insert", 4, (*btf.Void)(nil)),
 		kfunc("scx_bpf_dsq_insert_vtime", 5, (*btf.Void)(nil)),
 		kfunc("scx_bpf_dsq_move_to_local", 1, boolType),
+		kfunc("scx_bpf_dsq_move", 4, boolType),
 	)
 }
 
@@ -77,6 +79,7 @@ func kfuncs619() []btf.Type {
 		kfunc("scx_bpf_dsq_insert_vtime", 5, (*btf.Void)(nil)),
 		kfunc("__scx_bpf_dsq_insert_vtime", 2, boolType),
 		kfunc("scx_bpf_dsq_move_to_local", 1, boolType),
+		kfunc("scx_bpf_dsq_move", 4, boolType),
 	}
 }
 
@@ -97,6 +100,7 @@ func kfuncs7x() []btf.Type {
 		kfunc("scx_bpf_dsq_move_to_local___v2", 2, boolType),
 		kfunc("scx_bpf_dsq_move_to_local___v2_impl", 3, boolType),
 		kfunc("scx_bpf_dsq_move_to_local_impl", 2, boolType),
+		kfunc("scx_bpf_dsq_move", 4, boolType),
 	}
 }
 
@@ -119,12 +123,14 @@ func TestKfuncsFromBTF(t *testing.T) {
 			DsqInsert:      "scx_bpf_dispatch",
 			DsqInsertVtime: "scx_bpf_dispatch_vtime",
 			DsqMoveToLocal: "scx_bpf_consume",
+			DsqMove:        "scx_bpf_dispatch_from_dsq",
 		}},
 		{"6.13", kfuncs613(), Kfuncs{
 			API:            KfuncAPI613,
 			DsqInsert:      "scx_bpf_dsq_insert",
 			DsqInsertVtime: "scx_bpf_dsq_insert_vtime",
 			DsqMoveToLocal: "scx_bpf_dsq_move_to_local",
+			DsqMove:        "scx_bpf_dsq_move",
 		}},
 		{"6.19", kfuncs619(), Kfuncs{
 			API:                KfuncAPIV2,
@@ -132,6 +138,7 @@ func TestKfuncsFromBTF(t *testing.T) {
 			DsqInsertVtime:     "scx_bpf_dsq_insert_vtime",
 			DsqInsertVtimeArgs: "__scx_bpf_dsq_insert_vtime",
 			DsqMoveToLocal:     "scx_bpf_dsq_move_to_local",
+			DsqMove:            "scx_bpf_dsq_move",
 		}},
 		{"7.x", kfuncs7x(), Kfuncs{
 			API:                KfuncAPIV2,
@@ -139,6 +146,7 @@ func TestKfuncsFromBTF(t *testing.T) {
 			DsqInsertVtime:     "scx_bpf_dsq_insert_vtime",
 			DsqInsertVtimeArgs: "__scx_bpf_dsq_insert_vtime",
 			DsqMoveToLocal:     "scx_bpf_dsq_move_to_local___v2",
+			DsqMove:            "scx_bpf_dsq_move",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +168,7 @@ func TestKfuncsFromBTF(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("KfuncsFromBTF =\n %+v\nwant\n %+v", got, tc.want)
 			}
-			for _, name := range []string{got.DsqInsert, got.DsqInsertVtime, got.DsqMoveToLocal} {
+			for _, name := range []string{got.DsqInsert, got.DsqInsertVtime, got.DsqMoveToLocal, got.DsqMove} {
 				if _, err := LookupKfunc(spec, name); err != nil {
 					t.Errorf("chosen name does not resolve: %v", err)
 				}

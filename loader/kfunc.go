@@ -81,6 +81,10 @@ type Kfuncs struct {
 	// scx_bpf_dsq_move_to_local___v2 (dsq_id, enq_flags), or
 	// scx_bpf_dsq_move_to_local / scx_bpf_consume (dsq_id).
 	DsqMoveToLocal string `json:"dsq_move_to_local"`
+	// DsqMove moves one task, found by walking a DSQ with its iterator, to
+	// another DSQ: scx_bpf_dsq_move (6.13+) or scx_bpf_dispatch_from_dsq
+	// (6.12), both (it, p, dsq_id, enq_flags).
+	DsqMove string `json:"dsq_move"`
 }
 
 // HasSchedExtOps reports whether the BTF describes struct sched_ext_ops,
@@ -149,6 +153,7 @@ func KfuncsFromBTF(spec *btf.Spec) (Kfuncs, error) {
 	k.DsqInsertVtime = pick("dsq_insert_vtime", []string{"scx_bpf_dsq_insert_vtime", "scx_bpf_dispatch_vtime"}, true)
 	k.DsqInsertVtimeArgs = pick("dsq_insert_vtime_args", []string{"__scx_bpf_dsq_insert_vtime"}, false)
 	k.DsqMoveToLocal = pick("dsq_move_to_local", []string{"scx_bpf_dsq_move_to_local___v2", "scx_bpf_dsq_move_to_local", "scx_bpf_consume"}, true)
+	k.DsqMove = pick("dsq_move", []string{"scx_bpf_dsq_move", "scx_bpf_dispatch_from_dsq"}, true)
 	if len(problems) > 0 {
 		return k, fmt.Errorf("scx kfunc API %s: %s: %w", api, strings.Join(problems, "; "), ErrUnknownKfuncAPI)
 	}

@@ -189,7 +189,7 @@ func probeScxKfuncs(f *Features, spec *btf.Spec) Feature {
 	case err == nil:
 		f.SchedExt.Kfuncs = &k
 		c.Available = true
-		c.Detail = fmt.Sprintf("API %s: %s, %s, %s", k.API, k.DsqInsert, k.DsqMoveToLocal, k.DsqInsertVtime)
+		c.Detail = fmt.Sprintf("API %s: %s, %s, %s, %s", k.API, k.DsqInsert, k.DsqMoveToLocal, k.DsqInsertVtime, k.DsqMove)
 	case errors.Is(err, ErrNoSchedExt):
 		c.Detail = "no scx kfuncs in kernel BTF"
 		c.Error = err.Error()

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
@@ -45,6 +46,51 @@ type Config struct {
 	DebugErrorAfter uint64
 	// KernelBTF is the running kernel's BTF; nil loads it.
 	KernelBTF *btf.Spec
+}
+
+// GuardBatch is how many normal tasks one starvation guard turn serves
+// (HL_GUARD_BATCH in sched.bpf.c).
+const GuardBatch = 8
+
+// GuardedWaitBound is the longest a normal task waits for a CPU while
+// high-priority tasks are queued, as long as at most GuardBatch normal
+// tasks are overdue at once, on a kernel whose scheduler tick is tick
+// (see Tick). It adds up:
+//
+//   - the starvation bound twice: a task is overdue after one, and guard
+//     turns come at most one per bound, so the next may be that far off;
+//   - the guard's turn, shared by up to GuardBatch tasks oldest first: half
+//     the bound in all, but a slice only ends on a tick, so at least one
+//     tick each;
+//   - the longest high-priority slice and one tick: the CPU that takes the
+//     turn first finishes the slice it is running.
+//
+// More overdue tasks take turns, GuardBatch per bound.
+func (c Config) GuardedWaitBound(tick time.Duration) time.Duration {
+	starvation := c.Starvation
+	if starvation == 0 {
+		starvation = DefaultStarvation
+	}
+	var slice time.Duration
+	if c.Table != nil {
+		for _, cl := range c.Table.Classes {
+			if cl.HighPriority != 0 {
+				slice = max(slice, time.Duration(cl.SliceNs))
+			}
+		}
+	}
+	batch := max(starvation/2, GuardBatch*tick)
+	return 2*starvation + batch + slice + tick
+}
+
+// Tick is the running kernel's scheduler tick (1/HZ): the resolution of
+// its coarse clock, which advances once per tick.
+func Tick() (time.Duration, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+		return 0, fmt.Errorf("scheduler tick: %w", err)
+	}
+	return time.Duration(ts.Nano()), nil
 }
 
 // Scheduler is a loaded and enabled hotlane scheduler.

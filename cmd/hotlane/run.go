@@ -22,7 +22,7 @@ func runRun(ctx context.Context, args []string) int {
 	quiet := fs.Bool("q", false, "print no stats lines")
 	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file")
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
-	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: the longest normal tasks wait while high-priority tasks keep every CPU busy")
+	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a normal task that has waited this long while high-priority tasks are queued gets a turn within another such period (at most one turn per period, 8 tasks a turn); the startup line prints the resulting bound")
 	debugError := fs.Uint64("debug-error-after", 0, "testing only: make the BPF code fail with scx_bpf_error after N enqueues")
 	restarts := fs.Int("restart-on-error", 0, "when the scheduler ends with an error exit (scx_bpf_error, watchdog stall), load it again, at most `N` times")
 	fs.Usage = func() {
@@ -111,13 +111,18 @@ Flags:
 	if opts.Text == nil && opts.JSON == nil {
 		opts.StatsInterval = 0
 	}
-	opts.Started = func(s *sched.Scheduler) {
-		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, classes %v, %s mode)\n",
-			s.Object, s.Classes(), map[bool]string{true: "partial", false: "full"}[*partial])
-	}
-	info, used, err := sched.RunWithRestarts(ctx, sched.Config{
+	cfg := sched.Config{
 		Table: table, Partial: *partial, Timeout: *timeout, Starvation: *starvation, DebugErrorAfter: *debugError,
-	}, opts, *restarts, os.Stderr)
+	}
+	bound := "unknown"
+	if tick, err := sched.Tick(); err == nil {
+		bound = cfg.GuardedWaitBound(tick).String()
+	}
+	opts.Started = func(s *sched.Scheduler) {
+		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, classes %v, %s mode; a normal task waits at most %s behind high-priority ones while up to 8 wait)\n",
+			s.Object, s.Classes(), map[bool]string{true: "partial", false: "full"}[*partial], bound)
+	}
+	info, used, err := sched.RunWithRestarts(ctx, cfg, opts, *restarts, os.Stderr)
 	if err != nil {
 		if used > 0 {
 			fmt.Fprintf(os.Stderr, "hotlane run: after %d restarts: %v\n", used, err)

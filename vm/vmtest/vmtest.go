@@ -32,6 +32,11 @@ type Options struct {
 	Timeout time.Duration
 	// QemuArgs are extra qemu arguments (devices).
 	QemuArgs []string
+	// MultiThreadedTCG runs each guest CPU on its own host thread. With
+	// one thread, qemu switches guest CPUs only every 100 ms when both are
+	// busy, so waits measured inside the guest include up to 100 ms of a
+	// frozen CPU; tests of latency bounds need this.
+	MultiThreadedTCG bool
 }
 
 // HotlaneGuestPath is where the guest finds the hotlane binary: it is
@@ -70,6 +75,8 @@ func RunGuestTests(t *testing.T, opts Options) {
 		Executables: map[string]string{},
 		Timeout:     opts.Timeout,
 		QemuArgs:    opts.QemuArgs,
+
+		MultiThreadedTCG: opts.MultiThreadedTCG,
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Minute
