@@ -274,3 +274,85 @@ func TestGuestTracepointSeesNVMeWrites(t *testing.T) {
 		t.Errorf("latency measured with --latency off")
 	}
 }
+
+// Full tables lose events, and the report counts each loss: with one
+// device slot, the disk's writes (TO_DEVICE) take it and its reads
+// (FROM_DEVICE) are lost; with one latency cell, every sample in another
+// cell is lost. The report's text and JSON both say so.
+func TestGuestFullTablesAreCounted(t *testing.T) {
+	vmtest.RequireGuest(t)
+	nvmeDevice(t)
+	pr, err := dma.Start(dma.WithTables(dma.Options{Hooks: dma.HooksTpBTF, Latency: dma.LatencyOn}, 1, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	writeDirect(t, 1<<20, 4096)
+	writeDirect(t, 2<<20, 512<<10)
+	readDirect(t, 1<<20, 4096)
+	res, err := pr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lost := map[string]uint64{}
+	for _, l := range res.Losses {
+		lost[l.What] = l.Count
+	}
+	t.Logf("losses: %v", lost)
+	for _, what := range []string{"device table full", "latency table full"} {
+		if lost[what] == 0 {
+			t.Errorf("%s: nothing counted with a one-entry table (losses %v)", what, lost)
+		}
+	}
+	if len(res.Devices) != 1 {
+		t.Errorf("%d device rows with a one-entry device table, want 1", len(res.Devices))
+	}
+	var text, js strings.Builder
+	if err := res.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "device table full") || !strings.Contains(text.String(), "latency table full") {
+		t.Errorf("the text report does not name the losses:\n%s", text.String())
+	}
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Losses []struct {
+			What  string `json:"what"`
+			Count uint64 `json:"count"`
+		} `json:"losses"`
+	}
+	if err := json.Unmarshal([]byte(js.String()), &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range back.Losses {
+		if l.Count != lost[l.What] {
+			t.Errorf("JSON loss %q = %d, text says %d", l.What, l.Count, lost[l.What])
+		}
+	}
+}
+
+// readDirect reads total bytes from the NVMe disk in chunks, bypassing the
+// page cache, so every byte is DMA-mapped from the device.
+func readDirect(t *testing.T, total, chunk int) {
+	t.Helper()
+	f, err := os.OpenFile(nvmeDisk, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf, err := unix.Mmap(-1, 0, chunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	for off := 0; off < total; off += chunk {
+		if _, err := f.ReadAt(buf, int64(off)); err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
+}

@@ -36,6 +36,13 @@ type Options struct {
 	// tracepoint is attached under this name instead, so that attaching
 	// fails after the others succeeded.
 	failAttach string
+	// tables, for tests: smaller tables, to force every table-full loss.
+	tables tableSizes
+}
+
+// tableSizes are the entries of the probe's tables; 0 keeps the object's.
+type tableSizes struct {
+	devices, hists, stamps uint32
 }
 
 // Probe is an attached DMA probe.
@@ -139,11 +146,11 @@ func ensureTracefs() (string, error) {
 // closes everything again. With LatencyAuto a failure of the latency
 // programs alone is retried without them.
 func start(k *kernel, p *plan, opts Options) (*Probe, error) {
-	pr, err := load(p, true)
+	pr, err := load(p, true, opts.tables)
 	if err != nil && len(p.latency) > 0 {
 		// Do the counting programs load on their own? Then it is the
 		// latency programs that failed.
-		pr2, err2 := load(p, false)
+		pr2, err2 := load(p, false, opts.tables)
 		switch {
 		case err2 != nil:
 		case opts.Latency == LatencyOn:
@@ -170,10 +177,17 @@ func start(k *kernel, p *plan, opts Options) (*Probe, error) {
 // load builds a collection with one program instance per attachment (the
 // same C program serves several tracepoints or functions of one prototype)
 // and loads it.
-func load(p *plan, withLatency bool) (*Probe, error) {
+func load(p *plan, withLatency bool, tables tableSizes) (*Probe, error) {
 	spec, err := bpf.LoadDma()
 	if err != nil {
 		return nil, err
+	}
+	for name, n := range map[string]uint32{
+		bpf.DmaMapDevStats: tables.devices, bpf.DmaMapLatHist: tables.hists, bpf.DmaMapStamps: tables.stamps,
+	} {
+		if n > 0 {
+			spec.Maps[name].MaxEntries = n
+		}
 	}
 	all := p.count
 	if withLatency {
