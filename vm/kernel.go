@@ -54,6 +54,9 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 		if _, err := os.Stat(spec); err != nil {
 			return nil, fmt.Errorf("%w: %s does not exist; pass a vmlinuz path, a Debian suite such as sid, or SUITE/PACKAGE", ErrKernelNotFound, spec)
 		}
+		if err := checkBzImage(spec); err != nil {
+			return nil, err
+		}
 		k := &Kernel{Name: spec, Vmlinuz: spec}
 		if vmlinux, err := cachedVmlinux(cacheDir, spec); err == nil {
 			k.Vmlinux = vmlinux
@@ -255,4 +258,28 @@ func DefaultCacheDir() string {
 		return filepath.Join(d, "hotlane")
 	}
 	return filepath.Join(os.TempDir(), "hotlane-cache")
+}
+
+// ErrNotAKernel: a --kernel path that is not an x86 bzImage.
+var ErrNotAKernel = errors.New("not a kernel image")
+
+// checkBzImage says whether path is an x86 boot image (bzImage, as
+// /boot/vmlinuz-* are): the boot protocol puts "HdrS" at offset 0x202.
+// Anything else, qemu would refuse with a puzzling message.
+func checkBzImage(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return err
+	} else if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file; pass a vmlinuz (bzImage) path", ErrNotAKernel, path)
+	}
+	magic := make([]byte, 4)
+	if _, err := f.ReadAt(magic, 0x202); err != nil || string(magic) != "HdrS" {
+		return fmt.Errorf("%w: %s is not an x86 bzImage (no \"HdrS\" boot header); pass a vmlinuz such as /boot/vmlinuz-*", ErrNotAKernel, path)
+	}
+	return nil
 }

@@ -77,6 +77,10 @@ Flags:
 			}
 		}
 	}
+	if err := requireDir("--out", *out); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
+		return exitError
+	}
 	if *compute >= *period || *duration < 10**period {
 		fmt.Fprintf(os.Stderr, "hotlane bench: need compute < period and a duration of at least 10 periods (got compute %s, period %s, duration %s)\n", *compute, *period, *duration)
 		return exitError

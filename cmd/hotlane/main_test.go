@@ -51,6 +51,20 @@ func writePolicy(t *testing.T, body string) string {
 	return p
 }
 
+// wantOneErrorLine runs hotlane with args and fails unless it exits 2
+// with one line on stderr containing want.
+func wantOneErrorLine(t *testing.T, bin string, args []string, want string) {
+	t.Helper()
+	_, stderr, code := runCLI(t, bin, args...)
+	if code != exitError {
+		t.Errorf("hotlane %v: exit %d, want %d", args, code, exitError)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], want) {
+		t.Errorf("hotlane %v: stderr %q, want one line containing %q", args, stderr, want)
+	}
+}
+
 func TestBadInputGivesOneClearLine(t *testing.T) {
 	bin := hotlaneBinary(t)
 	const catchAll = `{"name": "normal"}`
@@ -75,14 +89,50 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"verify", "--duration", "0s"}, "--duration 0s must be positive"},
 		{[]string{"verify", "--pid", "999999999"}, "no such process"},
 	} {
-		_, stderr, code := runCLI(t, bin, tc.args...)
-		if code != exitError {
-			t.Errorf("hotlane %v: exit %d, want %d", tc.args, code, exitError)
-		}
-		lines := strings.Split(strings.TrimSpace(stderr), "\n")
-		if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
-			t.Errorf("hotlane %v: stderr %q, want one line containing %q", tc.args, stderr, tc.want)
-		}
+		wantOneErrorLine(t, bin, tc.args, tc.want)
+	}
+}
+
+// Files of the wrong kind or in missing places, for every flag that names
+// one: one clear line, exit 2, before anything is attached or run, and no
+// output file left behind.
+func TestWrongFilesGiveOneClearLine(t *testing.T) {
+	bin := hotlaneBinary(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file.txt")
+	if err := os.WriteFile(file, []byte("not json, not a kernel\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "no", "such")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--policy", dir}, "is a directory"},
+		{[]string{"run", "--policy", bin}, "is it a policy file?"},
+		{[]string{"run", "--policy", file}, "invalid JSON"},
+		{[]string{"run", "--check-policy", missing}, "no such file"},
+		{[]string{"run", "--stats-json", dir}, "is a directory"},
+		{[]string{"verify", "--policy", bin}, "is it a policy file?"},
+		{[]string{"verify", "--json", missing, "--duration", "1s"}, "no such file"},
+		{[]string{"probe", "ioctl", "--json", dir, "--duration", "1s"}, "is a directory"},
+		{[]string{"probe", "dma", "--json", missing, "--duration", "1s"}, "no such file"},
+		{[]string{"probe", "xdp", "--iface", "lo", "--policy", dir}, "is a directory"},
+		{[]string{"probe", "xdp", "--iface", "lo", "--policy", file}, "invalid JSON"},
+		{[]string{"bench", "--workload", bin}, "invalid JSON"},
+		{[]string{"bench", "--workload", missing}, "no such file"},
+		{[]string{"bench", "--out", file}, "is a file, not a directory"},
+		{[]string{"workload", "--file", dir}, "is a directory"},
+		{[]string{"workload", "--file", file}, "invalid JSON"},
+		{[]string{"vm", "--kernel", file, "--", "doctor"}, "not an x86 bzImage"},
+		{[]string{"vm", "--kernel", dir, "--", "doctor"}, "not a regular file"},
+		{[]string{"vm", "--results", file, "--", "doctor"}, "is a file, not a directory"},
+		{[]string{"vm", "--add", missing, "--", "doctor"}, "no such file"},
+	} {
+		wantOneErrorLine(t, bin, tc.args, tc.want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "no")); err == nil {
+		t.Error("a failed run created an output path")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -54,23 +55,12 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: --duration %s is negative\n", *duration)
 		return exitError
 	}
-	var jsonFile *os.File
-	if *jsonPath != "" {
-		f, err := os.Create(*jsonPath)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
-			return exitError
-		}
-		jsonFile = f
-		// Created up front so that a bad path fails before tracing;
-		// removed again if the run fails.
-		defer func() {
-			if jsonFile != nil {
-				jsonFile.Close()
-				os.Remove(*jsonPath)
-			}
-		}()
+	jsonOut, err := createOutput(*jsonPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
+		return exitError
 	}
+	defer jsonOut.discard()
 
 	ro := dma.RunOptions{Duration: *duration, Interval: *interval, Progress: os.Stderr}
 	if *quiet {
@@ -97,16 +87,9 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 		return exitError
 	}
-	if jsonFile != nil {
-		err := res.WriteJSON(jsonFile)
-		if cerr := jsonFile.Close(); err == nil {
-			err = cerr
-		}
-		jsonFile = nil
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hotlane probe dma: write %s: %v\n", *jsonPath, err)
-			return exitError
-		}
+	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
+		return exitError
 	}
 	return exitOK
 }

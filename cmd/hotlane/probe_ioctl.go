@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -92,6 +93,12 @@ Flags:
 			fmt.Fprintf(os.Stderr, "hotlane probe ioctl: attached (%s: %s); Ctrl-C to stop\n", p.Hook, p.HookDetail)
 		}
 	}
+	// Created before tracing, so that a bad path fails first.
+	jsonOut, err := createOutput(*jsonPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer jsonOut.discard()
 	res, err := ioctl.Run(ctx, cfg, opts)
 	if err != nil {
 		return fail(err)
@@ -99,18 +106,8 @@ Flags:
 	if err := res.WriteText(os.Stdout, ioctl.TextOptions{TopProcesses: *top, Histograms: *hists}); err != nil {
 		return fail(err)
 	}
-	if *jsonPath != "" {
-		f, err := os.Create(*jsonPath)
-		if err != nil {
-			return fail(err)
-		}
-		if err := res.WriteJSON(f); err != nil {
-			f.Close()
-			return fail(err)
-		}
-		if err := f.Close(); err != nil {
-			return fail(err)
-		}
+	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
+		return fail(err)
 	}
 	return exitOK
 }

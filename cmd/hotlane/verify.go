@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -107,6 +108,12 @@ Flags:
 				v.Class, v.Comm, v.PID, v.Comm, report.Duration(v.Latency), v.CPU, v.PrevComm, v.PrevPID)
 		}
 	}
+	// Created before tracing, so that a bad path fails first.
+	jsonOut, err := createOutput(*jsonPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer jsonOut.discard()
 	res, err := verify.Run(ctx, opts)
 	if err != nil {
 		return fail(err)
@@ -114,18 +121,8 @@ Flags:
 	if err := res.WriteText(os.Stdout, verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU}); err != nil {
 		return fail(err)
 	}
-	if *jsonPath != "" {
-		f, err := os.Create(*jsonPath)
-		if err != nil {
-			return fail(err)
-		}
-		if err := res.WriteJSON(f); err != nil {
-			f.Close()
-			return fail(err)
-		}
-		if err := f.Close(); err != nil {
-			return fail(err)
-		}
+	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
+		return fail(err)
 	}
 	if !res.Pass {
 		return exitFail

@@ -78,6 +78,12 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
 		return exitError
 	}
+	if *results != "" {
+		if err := requireDir("--results", *results); err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
+			return exitError
+		}
+	}
 	cfg := vm.Config{
 		Kernel: k, Init: self, Args: fs.Args(),
 		Memory: *memory, CPUs: *cpus, Timeout: *timeout, MultiThreadedTCG: *mttcg,
