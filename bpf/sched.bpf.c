@@ -520,6 +520,39 @@ int hl_enable(u64 *ctx)
 	return 0;
 }
 
+/*
+ * CPU hotplug. Without these two callbacks the kernel ends the scheduler
+ * whenever a CPU goes offline or comes online. Nothing here is per-CPU
+ * except the victim bookkeeping: the shared queues need no change, the
+ * kernel moves an offline CPU's local tasks away, and picking idle CPUs
+ * follows the online mask. An offline CPU is marked idle so that no
+ * wake-up kicks it; one coming online starts idle too.
+ */
+static __always_inline void cpu_reset(s32 cpu)
+{
+	u32 key = cpu;
+	struct hl_cpu *c = bpf_map_lookup_elem(&cpus, &key);
+
+	if (c) {
+		c->busy = 0;
+		c->shielded = 0;
+	}
+}
+
+SEC("struct_ops/hl_cpu_online")
+int hl_cpu_online(u64 *ctx)
+{
+	cpu_reset(ctx[0]);
+	return 0;
+}
+
+SEC("struct_ops/hl_cpu_offline")
+int hl_cpu_offline(u64 *ctx)
+{
+	cpu_reset(ctx[0]);
+	return 0;
+}
+
 SEC("struct_ops.s/hl_init")
 s32 hl_init(u64 *ctx)
 {
@@ -562,6 +595,8 @@ struct sched_ext_ops hotlane_ops = {
 	.running = (void *)hl_running,
 	.stopping = (void *)hl_stopping,
 	.enable = (void *)hl_enable,
+	.cpu_online = (void *)hl_cpu_online,
+	.cpu_offline = (void *)hl_cpu_offline,
 	.init = (void *)hl_init,
 	.exit = (void *)hl_exit,
 	.timeout_ms = 5000,

@@ -22,6 +22,8 @@ const (
 	Sched613MapHlTaskClasses             = "hl_task_classes"
 	Sched613MapHotlaneOps                = "hotlane_ops"
 	Sched613MapStats                     = "stats"
+	Sched613ProgHlCpuOffline             = "hl_cpu_offline"
+	Sched613ProgHlCpuOnline              = "hl_cpu_online"
 	Sched613ProgHlDispatch               = "hl_dispatch"
 	Sched613ProgHlEnable                 = "hl_enable"
 	Sched613ProgHlEnqueue                = "hl_enqueue"
@@ -87,14 +89,16 @@ type Sched613Specs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched613ProgramSpecs struct {
-	HlDispatch  *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
-	HlEnable    *ebpf.ProgramSpec `ebpf:"hl_enable"`
-	HlEnqueue   *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
-	HlExit      *ebpf.ProgramSpec `ebpf:"hl_exit"`
-	HlInit      *ebpf.ProgramSpec `ebpf:"hl_init"`
-	HlRunning   *ebpf.ProgramSpec `ebpf:"hl_running"`
-	HlSelectCpu *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
-	HlStopping  *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlCpuOffline *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
+	HlCpuOnline  *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlDispatch   *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
+	HlEnable     *ebpf.ProgramSpec `ebpf:"hl_enable"`
+	HlEnqueue    *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
+	HlExit       *ebpf.ProgramSpec `ebpf:"hl_exit"`
+	HlInit       *ebpf.ProgramSpec `ebpf:"hl_init"`
+	HlRunning    *ebpf.ProgramSpec `ebpf:"hl_running"`
+	HlSelectCpu  *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
+	HlStopping   *ebpf.ProgramSpec `ebpf:"hl_stopping"`
 }
 
 // Sched613MapSpecs contains maps before they are loaded into the kernel.
@@ -190,18 +194,22 @@ type Sched613Variables struct {
 //
 // It can be passed to LoadSched613Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched613Programs struct {
-	HlDispatch  *ebpf.Program `ebpf:"hl_dispatch"`
-	HlEnable    *ebpf.Program `ebpf:"hl_enable"`
-	HlEnqueue   *ebpf.Program `ebpf:"hl_enqueue"`
-	HlExit      *ebpf.Program `ebpf:"hl_exit"`
-	HlInit      *ebpf.Program `ebpf:"hl_init"`
-	HlRunning   *ebpf.Program `ebpf:"hl_running"`
-	HlSelectCpu *ebpf.Program `ebpf:"hl_select_cpu"`
-	HlStopping  *ebpf.Program `ebpf:"hl_stopping"`
+	HlCpuOffline *ebpf.Program `ebpf:"hl_cpu_offline"`
+	HlCpuOnline  *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlDispatch   *ebpf.Program `ebpf:"hl_dispatch"`
+	HlEnable     *ebpf.Program `ebpf:"hl_enable"`
+	HlEnqueue    *ebpf.Program `ebpf:"hl_enqueue"`
+	HlExit       *ebpf.Program `ebpf:"hl_exit"`
+	HlInit       *ebpf.Program `ebpf:"hl_init"`
+	HlRunning    *ebpf.Program `ebpf:"hl_running"`
+	HlSelectCpu  *ebpf.Program `ebpf:"hl_select_cpu"`
+	HlStopping   *ebpf.Program `ebpf:"hl_stopping"`
 }
 
 func (p *Sched613Programs) Close() error {
 	return _Sched613Close(
+		p.HlCpuOffline,
+		p.HlCpuOnline,
 		p.HlDispatch,
 		p.HlEnable,
 		p.HlEnqueue,

@@ -22,6 +22,8 @@ const (
 	Sched700MapHlTaskClasses             = "hl_task_classes"
 	Sched700MapHotlaneOps                = "hotlane_ops"
 	Sched700MapStats                     = "stats"
+	Sched700ProgHlCpuOffline             = "hl_cpu_offline"
+	Sched700ProgHlCpuOnline              = "hl_cpu_online"
 	Sched700ProgHlDispatch               = "hl_dispatch"
 	Sched700ProgHlEnable                 = "hl_enable"
 	Sched700ProgHlEnqueue                = "hl_enqueue"
@@ -87,14 +89,16 @@ type Sched700Specs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched700ProgramSpecs struct {
-	HlDispatch  *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
-	HlEnable    *ebpf.ProgramSpec `ebpf:"hl_enable"`
-	HlEnqueue   *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
-	HlExit      *ebpf.ProgramSpec `ebpf:"hl_exit"`
-	HlInit      *ebpf.ProgramSpec `ebpf:"hl_init"`
-	HlRunning   *ebpf.ProgramSpec `ebpf:"hl_running"`
-	HlSelectCpu *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
-	HlStopping  *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlCpuOffline *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
+	HlCpuOnline  *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlDispatch   *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
+	HlEnable     *ebpf.ProgramSpec `ebpf:"hl_enable"`
+	HlEnqueue    *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
+	HlExit       *ebpf.ProgramSpec `ebpf:"hl_exit"`
+	HlInit       *ebpf.ProgramSpec `ebpf:"hl_init"`
+	HlRunning    *ebpf.ProgramSpec `ebpf:"hl_running"`
+	HlSelectCpu  *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
+	HlStopping   *ebpf.ProgramSpec `ebpf:"hl_stopping"`
 }
 
 // Sched700MapSpecs contains maps before they are loaded into the kernel.
@@ -190,18 +194,22 @@ type Sched700Variables struct {
 //
 // It can be passed to LoadSched700Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched700Programs struct {
-	HlDispatch  *ebpf.Program `ebpf:"hl_dispatch"`
-	HlEnable    *ebpf.Program `ebpf:"hl_enable"`
-	HlEnqueue   *ebpf.Program `ebpf:"hl_enqueue"`
-	HlExit      *ebpf.Program `ebpf:"hl_exit"`
-	HlInit      *ebpf.Program `ebpf:"hl_init"`
-	HlRunning   *ebpf.Program `ebpf:"hl_running"`
-	HlSelectCpu *ebpf.Program `ebpf:"hl_select_cpu"`
-	HlStopping  *ebpf.Program `ebpf:"hl_stopping"`
+	HlCpuOffline *ebpf.Program `ebpf:"hl_cpu_offline"`
+	HlCpuOnline  *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlDispatch   *ebpf.Program `ebpf:"hl_dispatch"`
+	HlEnable     *ebpf.Program `ebpf:"hl_enable"`
+	HlEnqueue    *ebpf.Program `ebpf:"hl_enqueue"`
+	HlExit       *ebpf.Program `ebpf:"hl_exit"`
+	HlInit       *ebpf.Program `ebpf:"hl_init"`
+	HlRunning    *ebpf.Program `ebpf:"hl_running"`
+	HlSelectCpu  *ebpf.Program `ebpf:"hl_select_cpu"`
+	HlStopping   *ebpf.Program `ebpf:"hl_stopping"`
 }
 
 func (p *Sched700Programs) Close() error {
 	return _Sched700Close(
+		p.HlCpuOffline,
+		p.HlCpuOnline,
 		p.HlDispatch,
 		p.HlEnable,
 		p.HlEnqueue,

@@ -278,7 +278,8 @@ func TestGuestTracepointSeesNVMeWrites(t *testing.T) {
 // Full tables lose events, and the report counts each loss: with one
 // device slot, the disk's writes (TO_DEVICE) take it and its reads
 // (FROM_DEVICE) are lost; with one latency cell, every sample in another
-// cell is lost. The report's text and JSON both say so.
+// cell is lost; with the one stamp slot taken, every map call loses its
+// latency sample. The report's text and JSON both say so.
 func TestGuestFullTablesAreCounted(t *testing.T) {
 	vmtest.RequireGuest(t)
 	nvmeDevice(t)
@@ -333,6 +334,36 @@ func TestGuestFullTablesAreCounted(t *testing.T) {
 		if l.Count != lost[l.What] {
 			t.Errorf("JSON loss %q = %d, text says %d", l.What, l.Count, lost[l.What])
 		}
+	}
+
+	// A full stamp table: one entry, taken before the run.
+	pr, err = dma.Start(dma.WithTables(dma.Options{Hooks: dma.HooksTpBTF, Latency: dma.LatencyOn}, 0, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	if err := dma.FillStampTable(pr); err != nil {
+		t.Fatal(err)
+	}
+	writeDirect(t, 256<<10, 4096)
+	res, err = pr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	var stampFull, maps uint64
+	for _, l := range res.Losses {
+		if l.What == "latency stamp table full" {
+			stampFull = l.Count
+		}
+	}
+	for _, d := range res.Devices {
+		maps += d.Maps + d.MapErrors
+	}
+	t.Logf("stamp table full %d for %d map calls", stampFull, maps)
+	// Every map call needed a stamp, and none could have one.
+	if stampFull == 0 || stampFull < maps {
+		t.Errorf("stamp table full counted %d times for %d map calls", stampFull, maps)
 	}
 }
 
