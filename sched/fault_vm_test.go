@@ -827,4 +827,3 @@ func cpuBusy(t *testing.T, cpu int) uint64 {
 	t.Fatalf("no %q line in /proc/stat", prefix)
 	return 0
 }
-
