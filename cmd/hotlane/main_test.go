@@ -9,6 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
 )
 
 // hotlaneBinary builds the CLI as users run it.
@@ -53,15 +56,67 @@ func writePolicy(t *testing.T, body string) string {
 
 // wantOneErrorLine runs hotlane with args and fails unless it exits 2
 // with one line on stderr containing want.
+//
+// As root it also checks that nothing stays attached: every BPF program a
+// failed run left alive (attached, pinned, or held by a link) would still
+// have its ID after the process is gone.
 func wantOneErrorLine(t *testing.T, bin string, args []string, want string) {
 	t.Helper()
+	before := bpfPrograms(t)
 	_, stderr, code := runCLI(t, bin, args...)
+	if left := newPrograms(t, before); len(left) > 0 {
+		t.Errorf("hotlane %v: BPF programs %v still loaded after it failed", args, left)
+	}
 	if code != exitError {
 		t.Errorf("hotlane %v: exit %d, want %d", args, code, exitError)
 	}
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Errorf("hotlane %v: stderr %q, want one line containing %q", args, stderr, want)
+	}
+}
+
+// bpfPrograms lists the IDs of the BPF programs loaded in the kernel;
+// nil when not root (the IDs cannot be read).
+func bpfPrograms(t *testing.T) map[ebpf.ProgramID]bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	ids := map[ebpf.ProgramID]bool{}
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return ids
+		}
+		if err != nil {
+			t.Fatalf("list BPF programs: %v", err)
+		}
+		ids[next], id = true, next
+	}
+}
+
+// newPrograms waits up to two seconds (programs are freed after an RCU
+// grace period) for the programs not in before to go away, and returns
+// those that stay.
+func newPrograms(t *testing.T, before map[ebpf.ProgramID]bool) []ebpf.ProgramID {
+	t.Helper()
+	if before == nil {
+		return nil
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var left []ebpf.ProgramID
+		for id := range bpfPrograms(t) {
+			if !before[id] {
+				left = append(left, id)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -87,7 +142,25 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"verify", "--bound", "inference:p99<=abc"}, `"abc" is not a duration`},
 		{[]string{"verify", "--bound", "batch:p99<=1ms"}, `unknown class "batch"`},
 		{[]string{"verify", "--duration", "0s"}, "--duration 0s must be positive"},
-		{[]string{"verify", "--pid", "999999999"}, "no such process"},
+		{[]string{"verify", "--pid", "4000000"}, "no such process"},
+		// Values out of range fail while parsing, before anything runs.
+		{[]string{"verify", "--pid", "999999999"}, "out of range 0..4194304"},
+		{[]string{"verify", "--top", "-1"}, "out of range"},
+		{[]string{"run", "--stats-interval", "-1s"}, "below the minimum 100ms"},
+		{[]string{"run", "--timeout", "1h"}, "out of range: use 100ms to 30s"},
+		{[]string{"run", "--starvation", "100us"}, "out of range: use 1ms"},
+		{[]string{"bench", "--repeats", "0"}, "out of range 1..100"},
+		{[]string{"bench", "--hogs", "-1"}, "out of range 0..4096"},
+		{[]string{"bench", "--compute", "-1ms"}, "below the minimum"},
+		{[]string{"workload", "--threads", "0"}, "out of range 1..1024"},
+		{[]string{"workload", "--period", "0s"}, "must be positive"},
+		{[]string{"probe", "ioctl", "--top", "-5"}, "out of range"},
+		{[]string{"probe", "dma", "--interval", "-1s"}, "below the minimum 100ms"},
+		{[]string{"probe", "xdp", "--iface", "lo", "--mode", "bogus"}, `unknown XDP mode "bogus"`},
+		{[]string{"vm", "--cpus", "0", "--", "doctor"}, "out of range 1..64"},
+		{[]string{"vm", "--memory", "lots", "--", "doctor"}, `"lots" is not a memory size`},
+		{[]string{"vm", "--timeout", "0s", "--", "doctor"}, "below the minimum 1s"},
+		{[]string{"vm", "--retries", "-1", "--", "doctor"}, "out of range 0..10"},
 	} {
 		wantOneErrorLine(t, bin, tc.args, tc.want)
 	}

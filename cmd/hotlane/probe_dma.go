@@ -14,9 +14,9 @@ import (
 
 func runProbeDMA(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe dma", flag.ContinueOnError)
-	duration := fs.Duration("duration", 0, "stop after this long (default: until Ctrl-C or SIGTERM)")
+	duration := durationFlag(fs, "duration", 0, 0, 0, "stop after this long (default: until Ctrl-C or SIGTERM)")
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file")
-	interval := fs.Duration("interval", 2*time.Second, "how often to print a progress line")
+	interval := durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
 	quiet := fs.Bool("q", false, "print no progress lines")
 	hooks := fs.String("hooks", dma.HooksAuto, "hook family: auto, tp_btf (dma:* tracepoints, typed), tracepoint (dma:* through tracefs) or fentry (fexit on the DMA-API functions)")
 	latency := fs.String("latency", dma.LatencyAuto, "map latency with fentry/fexit on the map functions: auto (where fentry loads), on (required) or off")

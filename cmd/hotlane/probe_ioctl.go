@@ -13,9 +13,9 @@ import (
 
 func runProbeIoctl(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe ioctl", flag.ContinueOnError)
-	duration := fs.Duration("duration", 10*time.Second, "how long to measure; 0 runs until Ctrl-C")
+	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure; 0 runs until Ctrl-C")
 	jsonPath := fs.String("json", "", "also write the full result as JSON to this file")
-	pid := fs.Int("pid", 0, "trace only this process (a thread id means its process)")
+	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (a thread id means its process)")
 	comm := fs.String("comm", "", "trace only threads whose comm, or whose process's comm, starts with this")
 	dev := fs.String("dev", "", "trace only this character or block device: a path (/dev/nvidia0) or MAJOR:MINOR")
 	var slow time.Duration
@@ -32,8 +32,8 @@ func runProbeIoctl(ctx context.Context, args []string) int {
 		return nil
 	})
 	hook := fs.String("hook", "", "force the hook family: fentry, tracepoint, tp_btf or raw_tp (default: the cheapest that works)")
-	ringBuf := fs.Int("ringbuf-bytes", 0, "size of the slow-call ring buffer (power of two; default 256 KiB)")
-	top := fs.Int("top", 10, "list this many (process, device, command) rows, busiest first (0: none)")
+	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the slow-call ring buffer (power of two; default 256 KiB)")
+	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many (process, device, command) rows, busiest first (0: none)")
 	hists := fs.Uint64("histograms", 0, "draw the histogram of each (device, command) with at least this many calls (0: none)")
 	cost := fs.Bool("cost", false, "report the probe's own BPF run time per program run (adds two clock reads per run, partly inside the measured latencies)")
 	quiet := fs.Bool("q", false, "no progress lines and no per-call slow lines")

@@ -18,7 +18,7 @@ func runRun(ctx context.Context, args []string) int {
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
 	partial := fs.Bool("partial", false, "schedule only tasks that chose SCHED_EXT (SCX_OPS_SWITCH_PARTIAL); others stay on the default scheduler")
-	interval := fs.Duration("stats-interval", time.Second, "how often to print a stats line")
+	interval := durationFlag(fs, "stats-interval", time.Second, 100*time.Millisecond, 0, "how often to print a stats line")
 	quiet := fs.Bool("q", false, "print no stats lines")
 	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file")
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")

@@ -21,13 +21,13 @@ func runVerify(ctx context.Context, args []string) int {
 	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class)")
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early)")
 	jsonPath := fs.String("json", "", "also write the full report as JSON to this file")
-	pid := fs.Int("pid", 0, "trace only this process (tgid)")
+	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (tgid)")
 	comm := fs.String("comm", "", "trace only threads whose comm starts with this")
-	top := fs.Int("top", 10, "list this many tasks with the highest p99 (0: none)")
+	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many tasks with the highest p99 (0: none)")
 	perCPU := fs.Bool("per-cpu", false, "also report per CPU")
 	noHist := fs.Bool("no-histograms", false, "do not draw the per-class histograms")
 	hook := fs.String("hook", "", "force the hook family: tp_btf or raw_tp (default: tp_btf, raw_tp if it cannot attach)")
-	ringBuf := fs.Int("ringbuf-bytes", 0, "size of the violation ring buffer (power of two; default 256 KiB)")
+	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the violation ring buffer (power of two; default 256 KiB)")
 	quiet := fs.Bool("q", false, "no progress lines and no per-violation lines")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane verify [flags]

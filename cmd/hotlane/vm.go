@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -18,14 +19,24 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+// memorySize is what qemu -m takes: a number, optionally with a suffix.
+var memorySize = regexp.MustCompile(`^[1-9][0-9]*[MGT]?$`)
+
 func runVM(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("vm", flag.ContinueOnError)
 	kernel := fs.String("kernel", "", "kernel to boot: a vmlinuz path, a Debian suite (newest cloud kernel of it, e.g. sid), or SUITE/PACKAGE (default "+vm.DefaultKernel+")")
 	cacheDir := fs.String("cache", vm.DefaultCacheDir(), "where kernels, apt state and the scx_simple build are kept")
-	timeout := fs.Duration("timeout", 5*time.Minute, "kill the guest after this long")
-	memory := fs.String("memory", "2G", "guest memory (qemu -m)")
-	cpus := fs.Int("cpus", 2, "guest CPUs")
-	retries := fs.Int("retries", 0, "boot again, up to this many times, when the guest kernel crashes or dies without a result (see --mttcg)")
+	timeout := durationFlag(fs, "timeout", 5*time.Minute, time.Second, 0, "kill the guest after this long")
+	memory := "2G"
+	fs.Func("memory", "guest memory (qemu -m), a number of MiB or with a suffix: 512M, 2G (default 2G)", func(v string) error {
+		if !memorySize.MatchString(v) {
+			return fmt.Errorf("%q is not a memory size; write e.g. 512M or 2G", v)
+		}
+		memory = v
+		return nil
+	})
+	cpus := intFlag(fs, "cpus", 2, 1, 64, "guest CPUs")
+	retries := intFlag(fs, "retries", 0, 0, 10, "boot again, up to this many times, when the guest kernel crashes or dies without a result (see --mttcg)")
 	mttcg := fs.Bool("mttcg", false, "run each guest CPU on its own host thread: faster and needed for meaningful latencies, but qemu older than 10 then sometimes crashes the guest when the kernel patches live code")
 	results := fs.String("results", "", "copy the files the guest leaves in /results here (default: a new temporary directory)")
 	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple")
@@ -86,7 +97,7 @@ Flags:
 	}
 	cfg := vm.Config{
 		Kernel: k, Init: self, Args: fs.Args(),
-		Memory: *memory, CPUs: *cpus, Timeout: *timeout, MultiThreadedTCG: *mttcg,
+		Memory: memory, CPUs: *cpus, Timeout: *timeout, MultiThreadedTCG: *mttcg,
 		ResultsDir:  *results,
 		Files:       map[string]string{},
 		Executables: map[string]string{},

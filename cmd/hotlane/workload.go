@@ -17,9 +17,9 @@ func runWorkload(ctx context.Context, args []string) int {
 	duration := fs.Duration("duration", 10*time.Second, "how long to run")
 	period := fs.Duration("period", 10*time.Millisecond, "inference task period (100 Hz by default)")
 	compute := fs.Duration("compute", 2*time.Millisecond, "inference task CPU time per period")
-	threads := fs.Int("threads", 1, "inference threads, each with its own timer")
+	threads := intFlag(fs, "threads", 1, 1, 1024, "inference threads, each with its own timer")
 	comm := fs.String("comm", "infer", "inference threads' name (comm), what policies match on")
-	hogs := fs.Int("hogs", 2*runtime.NumCPU(), "CPU hog threads (default: 2x the CPUs)")
+	hogs := intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "CPU hog threads (default: 2x the CPUs)")
 	file := fs.String("file", "", "workload file (JSON, see workloads/examples/); overrides the other workload flags")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane workload [flags]

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// maxPID is PID_MAX_LIMIT on 64-bit Linux: no pid is larger.
+const maxPID = 4 << 20
+
+// boundedInt is an int flag that parsing rejects outside [lo, hi], so an
+// out-of-range value fails like a malformed one: one line, exit 2.
+type boundedInt struct {
+	p      *int
+	lo, hi int
+}
+
+func (b boundedInt) String() string {
+	if b.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*b.p)
+}
+
+func (b boundedInt) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", s)
+	}
+	if v < b.lo || v > b.hi {
+		return fmt.Errorf("%d is out of range %d..%d", v, b.lo, b.hi)
+	}
+	*b.p = v
+	return nil
+}
+
+// intFlag defines an int flag that accepts only lo..hi.
+func intFlag(fs *flag.FlagSet, name string, value, lo, hi int, usage string) *int {
+	p := new(int)
+	*p = value
+	fs.Var(boundedInt{p, lo, hi}, name, fmt.Sprintf("%s (`N`: %d..%d)", usage, lo, hi))
+	return p
+}
+
+// boundedDuration is a duration flag that parsing rejects below lo or,
+// when hi > 0, above hi.
+type boundedDuration struct {
+	p      *time.Duration
+	lo, hi time.Duration
+}
+
+func (b boundedDuration) String() string {
+	if b.p == nil {
+		return "0s"
+	}
+	return b.p.String()
+}
+
+func (b boundedDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration; write e.g. 2s or 500ms", s)
+	}
+	if d < b.lo {
+		return fmt.Errorf("%s is below the minimum %s", d, b.lo)
+	}
+	if b.hi > 0 && d > b.hi {
+		return fmt.Errorf("%s is above the maximum %s", d, b.hi)
+	}
+	*b.p = d
+	return nil
+}
+
+// durationFlag defines a duration flag that accepts only lo..hi (hi 0: no
+// maximum).
+func durationFlag(fs *flag.FlagSet, name string, value, lo, hi time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	*p = value
+	limits := fmt.Sprintf("at least %s", lo)
+	if hi > 0 {
+		limits = fmt.Sprintf("%s..%s", lo, hi)
+	}
+	fs.Var(boundedDuration{p, lo, hi}, name, fmt.Sprintf("%s (`duration`: %s)", usage, limits))
+	return p
+}
