@@ -13,4 +13,6 @@ var (
 	ErrUnsupportedKernel = errors.New("unsupported sched_ext kfunc generation")
 	// ErrPermission: loading needs privileges the process lacks.
 	ErrPermission = errors.New("loading a BPF scheduler needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
+	// ErrNoCost: Cost on a scheduler loaded without Config.MeasureCost.
+	ErrNoCost = errors.New("scheduler loaded without MeasureCost")
 )

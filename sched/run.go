@@ -14,8 +14,9 @@ type RunOptions struct {
 	// Text receives one stats line per interval; JSON one JSON object per
 	// interval. Either may be nil.
 	Text, JSON io.Writer
-	// Started is called once the scheduler is enabled.
-	Started func(*Scheduler)
+	// Started is called once the scheduler is enabled; Stopping just
+	// before it is unloaded, while it can still be read (Cost).
+	Started, Stopping func(*Scheduler)
 }
 
 // exitPoll is how often Run checks whether the kernel ended the scheduler.
@@ -41,6 +42,12 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (ExitInfo, error) {
 		defer t.Stop()
 		statsC = t.C
 	}
+	stop := func() (ExitInfo, error) {
+		if opts.Stopping != nil {
+			opts.Stopping(s)
+		}
+		return s.Close()
+	}
 	prev, err := s.Stats()
 	if err != nil {
 		s.Close()
@@ -49,10 +56,10 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (ExitInfo, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return s.Close()
+			return stop()
 		case <-poll.C:
 			if _, done, err := s.Exited(); err != nil || done {
-				info, cerr := s.Close()
+				info, cerr := stop()
 				if err == nil {
 					err = cerr
 				}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -136,6 +137,46 @@ func TestGuestRunStopsOnSignals(t *testing.T) {
 		var st sched.Stats
 		if err := json.Unmarshal([]byte(lines[0]), &st); err != nil || len(st.Classes) != 2 || st.Classes[1].Class != "normal" {
 			t.Errorf("%v: stats JSON line %q: %+v, %v", sig, lines[0], st, err)
+		}
+	}
+}
+
+// --cost reports, on exit, what each scheduler callback cost while the
+// scheduler ran: every callback that must run under load has runs and run
+// time. The figures are logged; what it costs is a benchmark's question.
+func TestGuestRunReportsCost(t *testing.T) {
+	vmtest.RequireGuest(t)
+	s := load(t, policy.Default("infer"), sched.Config{})
+	if _, err := s.Cost(); !errors.Is(err, sched.ErrNoCost) {
+		t.Errorf("Cost without MeasureCost: %v, want ErrNoCost", err)
+	}
+	s.Close()
+	waitState(t, "disabled", 5*time.Second)
+	cmd, stderr := startRun(t, "--cost")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := (workloads.Mix{
+		Periodic: []workloads.Periodic{{Comm: "infer", Period: 10 * time.Millisecond, Compute: time.Millisecond}},
+		Hogs:     []workloads.Hogs{{Comm: "hog", Threads: 2 * runtime.NumCPU()}},
+	}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("hotlane run --cost: %v\n%s", err, stderr)
+	}
+	t.Logf("hotlane run --cost under a 100 Hz task and %d hogs for 3s:\n%s", 2*runtime.NumCPU(), stderr)
+	runs := map[string]int{}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		var name string
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "%s %d runs", &name, &n); err == nil {
+			runs[name] = n
+		}
+	}
+	for _, cb := range []string{"hl_select_cpu", "hl_enqueue", "hl_dispatch", "hl_running", "hl_stopping", "all"} {
+		if runs[cb] == 0 {
+			t.Errorf("no runs of %s in the cost report", cb)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
 )
 
 // Limits of the knobs Load accepts.
@@ -44,6 +46,9 @@ type Config struct {
 	// DebugErrorAfter makes the BPF code call scx_bpf_error() after this
 	// many enqueues; for testing the error path only.
 	DebugErrorAfter uint64
+	// MeasureCost turns on the kernel's BPF run-time statistics while the
+	// scheduler runs, for Cost. It adds two clock reads to every callback.
+	MeasureCost bool
 	// KernelBTF is the running kernel's BTF; nil loads it.
 	KernelBTF *btf.Spec
 }
@@ -97,6 +102,7 @@ func Tick() (time.Duration, error) {
 type Scheduler struct {
 	coll      *ebpf.Collection
 	link      link.Link
+	stats     io.Closer // BPF run-time statistics, with Config.MeasureCost
 	classes   []string
 	exitKinds map[int64]string
 	// Object names the kfunc generation that was loaded (612, 613, 700).
@@ -168,14 +174,25 @@ func Load(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, explainLoadError(err)
 	}
+	var stats io.Closer
+	if cfg.MeasureCost {
+		if stats, err = loader.EnableRunTimeStats(); err != nil {
+			coll.Close()
+			return nil, err
+		}
+	}
 	l, err := link.AttachStructOps(link.StructOpsOptions{Map: coll.Maps[structOpsName]})
 	if err != nil {
+		if stats != nil {
+			stats.Close()
+		}
 		coll.Close()
 		return nil, explainAttachError(err)
 	}
 	return &Scheduler{
 		coll:      coll,
 		link:      l,
+		stats:     stats,
 		classes:   cfg.Table.Names,
 		exitKinds: exitKindNames(kernel),
 		Object:    obj.name,
@@ -342,8 +359,20 @@ func (s *Scheduler) Exited() (ExitInfo, bool, error) {
 func (s *Scheduler) Close() (ExitInfo, error) {
 	errLink := s.link.Close()
 	info, _, errExit := s.Exited()
+	if s.stats != nil {
+		s.stats.Close()
+	}
 	s.coll.Close()
 	return info, errors.Join(errLink, errExit)
+}
+
+// Cost is each callback's run count and run time so far: what the policy
+// costs the CPUs it schedules.
+func (s *Scheduler) Cost() ([]report.ProgramCost, error) {
+	if s.stats == nil {
+		return nil, ErrNoCost
+	}
+	return loader.Costs(s.coll.Programs)
 }
 
 func cString(b []byte) string {

@@ -15,11 +15,11 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/bpf"
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
 )
 
 // Hook families the tracer can attach with.
@@ -191,7 +191,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 	// Run-time statistics cost a little on every program run; they are
 	// how the report states the tracer's own overhead. Where they cannot
 	// be enabled the report says so.
-	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+	if st, err := loader.EnableRunTimeStats(); err == nil {
 		t.stats = st
 	}
 	t.Started = time.Now()
@@ -480,35 +480,11 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 	}
 }
 
-// ProgramCost is one BPF program's own run time.
-type ProgramCost struct {
-	Program string        `json:"program"`
-	Runs    uint64        `json:"runs"`
-	Total   time.Duration `json:"total_ns"`
-}
-
-// PerRun is the average run time.
-func (c ProgramCost) PerRun() time.Duration {
-	if c.Runs == 0 {
-		return 0
-	}
-	return c.Total / time.Duration(c.Runs)
-}
-
 // Cost returns each program's run count and run time (BPF_ENABLE_STATS),
 // or an error saying the kernel did not provide them.
-func (t *Tracer) Cost() ([]ProgramCost, error) {
+func (t *Tracer) Cost() ([]report.ProgramCost, error) {
 	if t.stats == nil {
 		return nil, errors.New("BPF run-time statistics unavailable (BPF_ENABLE_STATS failed)")
 	}
-	var out []ProgramCost
-	for name, p := range t.coll.Programs {
-		st, err := p.Stats()
-		if err != nil {
-			return nil, fmt.Errorf("stats of %s: %w", name, err)
-		}
-		out = append(out, ProgramCost{Program: name, Runs: st.RunCount, Total: st.Runtime})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Program < out[j].Program })
-	return out, nil
+	return loader.Costs(t.coll.Programs)
 }

@@ -33,12 +33,12 @@ type ClassVerdicts struct {
 
 // Result is what a verification run found.
 type Result struct {
-	Snapshot   *Snapshot       `json:"snapshot"`
-	Bounds     []ClassVerdicts `json:"bounds"`
-	Pass       bool            `json:"pass"`
-	Violations uint64          `json:"violations_streamed"`
-	Cost       []ProgramCost   `json:"cost,omitempty"`
-	CostError  string          `json:"cost_error,omitempty"`
+	Snapshot   *Snapshot            `json:"snapshot"`
+	Bounds     []ClassVerdicts      `json:"bounds"`
+	Pass       bool                 `json:"pass"`
+	Violations uint64               `json:"violations_streamed"`
+	Cost       []report.ProgramCost `json:"cost,omitempty"`
+	CostError  string               `json:"cost_error,omitempty"`
 }
 
 // Thresholds turns bounds into per-class streaming thresholds: the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/sched"
 )
 
@@ -24,6 +25,7 @@ func runRun(ctx context.Context, args []string) int {
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
 	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a normal task that has waited this long while high-priority tasks are queued gets a turn within another such period (at most one turn per period, 8 tasks a turn); the startup line prints the resulting bound")
 	debugError := fs.Uint64("debug-error-after", 0, "testing only: make the BPF code fail with scx_bpf_error after N enqueues")
+	cost := fs.Bool("cost", false, "on exit, print each scheduler callback's runs and BPF run time (turns on the kernel's BPF run-time statistics: two clock reads per callback)")
 	restarts := fs.Int("restart-on-error", 0, "when the scheduler ends with an error exit (scx_bpf_error, watchdog stall), load it again, at most `N` times")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane run [flags]
@@ -113,6 +115,7 @@ Flags:
 	}
 	cfg := sched.Config{
 		Table: table, Partial: *partial, Timeout: *timeout, Starvation: *starvation, DebugErrorAfter: *debugError,
+		MeasureCost: *cost,
 	}
 	bound := "unknown"
 	if tick, err := sched.Tick(); err == nil {
@@ -121,6 +124,22 @@ Flags:
 	opts.Started = func(s *sched.Scheduler) {
 		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, classes %v, %s mode; a normal task waits at most %s behind high-priority ones while up to 8 wait)\n",
 			s.Object, s.Classes(), map[bool]string{true: "partial", false: "full"}[*partial], bound)
+	}
+	if *cost {
+		var started time.Time
+		started0 := opts.Started
+		opts.Started = func(s *sched.Scheduler) {
+			started = time.Now()
+			started0(s)
+		}
+		opts.Stopping = func(s *sched.Scheduler) {
+			costs, err := s.Cost()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "hotlane: cost: %v\n", err)
+				return
+			}
+			report.WriteCosts(os.Stderr, "hotlane: BPF run time per callback", costs, time.Since(started))
+		}
 	}
 	info, used, err := sched.RunWithRestarts(ctx, cfg, opts, *restarts, os.Stderr)
 	if err != nil {

@@ -514,11 +514,9 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 		return nil, fmt.Errorf("open the slow-call ring buffer: %w", err)
 	}
 	if cfg.MeasureCost {
-		st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-		if err != nil {
-			return nil, fmt.Errorf("enable BPF run-time statistics: %w", err)
+		if p.stats, err = loader.EnableRunTimeStats(); err != nil {
+			return nil, err
 		}
-		p.stats = st
 	}
 	return p, nil
 }

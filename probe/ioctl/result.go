@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 )
@@ -252,26 +253,11 @@ type Result struct {
 	Slowest []SlowCall    `json:"slowest,omitempty"`
 	Losses  report.Losses `json:"losses"`
 	// Cost is the probe's own BPF run time, when the kernel measured it.
-	Cost []ProgramCost `json:"cost,omitempty"`
+	Cost []report.ProgramCost `json:"cost,omitempty"`
 }
 
 // MaxSlowKept bounds Result.Slowest.
 const MaxSlowKept = 100
-
-// ProgramCost is the run time of one of the probe's BPF programs.
-type ProgramCost struct {
-	Program string        `json:"program"`
-	Runs    uint64        `json:"runs"`
-	Total   time.Duration `json:"total_ns"`
-}
-
-// PerRun is the mean run time.
-func (c ProgramCost) PerRun() time.Duration {
-	if c.Runs == 0 {
-		return 0
-	}
-	return c.Total / time.Duration(c.Runs)
-}
 
 // group is one row being built.
 type group struct {
@@ -445,21 +431,13 @@ func errnoList(m map[int]uint64) []ErrnoCount {
 }
 
 // cost reads the programs' run-time statistics, if they were enabled.
-func (p *Probe) cost() []ProgramCost {
+func (p *Probe) cost() []report.ProgramCost {
 	if p.stats == nil {
 		return nil
 	}
-	var out []ProgramCost
-	for _, name := range hookPrograms(p.Hook) {
-		prog := p.coll.Programs[name]
-		if prog == nil {
-			continue
-		}
-		st, err := prog.Stats()
-		if err != nil {
-			continue
-		}
-		out = append(out, ProgramCost{Program: name, Runs: st.RunCount, Total: st.Runtime})
+	out, err := loader.Costs(p.coll.Programs, hookPrograms(p.Hook)...)
+	if err != nil {
+		return nil
 	}
 	return out
 }

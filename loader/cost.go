@@ -1,0 +1,48 @@
+package loader
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/report"
+)
+
+// EnableRunTimeStats makes the kernel count every BPF program's runs and
+// run time (BPF_ENABLE_STATS) until the returned Closer is closed. It
+// costs two clock reads per program run, so tools ask for it.
+func EnableRunTimeStats() (io.Closer, error) {
+	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Errorf("enable BPF run-time statistics: %w", err)
+	}
+	return st, nil
+}
+
+// Costs reads the run-time statistics of programs (all of them when names
+// is empty), sorted by name. Statistics count only while enabled.
+func Costs(programs map[string]*ebpf.Program, names ...string) ([]report.ProgramCost, error) {
+	if len(names) == 0 {
+		for name := range programs {
+			names = append(names, name)
+		}
+	}
+	var out []report.ProgramCost
+	for _, name := range names {
+		p := programs[name]
+		if p == nil {
+			continue
+		}
+		st, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("run-time statistics of %s: %w", name, err)
+		}
+		out = append(out, report.ProgramCost{Program: name, Runs: st.RunCount, Total: st.Runtime})
+	}
+	slices.SortFunc(out, func(a, b report.ProgramCost) int { return strings.Compare(a.Program, b.Program) })
+	return out, nil
+}
