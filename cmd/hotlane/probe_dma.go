@@ -51,10 +51,6 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: unexpected argument %q\n", fs.Arg(0))
 		return exitError
 	}
-	if *duration < 0 {
-		fmt.Fprintf(os.Stderr, "hotlane probe dma: --duration %s is negative\n", *duration)
-		return exitError
-	}
 	jsonOut, err := createOutput(*jsonPath)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)

@@ -73,9 +73,6 @@ Flags:
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	if *duration < 0 {
-		return fail(fmt.Errorf("--duration %s must not be negative", *duration))
-	}
 
 	cfg := ioctl.Config{
 		Hook: ioctl.Hook(*hook), PID: *pid, Comm: *comm, Dev: *dev,

@@ -65,9 +65,6 @@ Flags:
 	if *iface == "" {
 		return fail(fmt.Errorf("--iface is required; see `ip link` for the interfaces"))
 	}
-	if *duration < 0 {
-		return fail(fmt.Errorf("--duration must not be negative"))
-	}
 	pol, err := xdp.PolicyFromFlags(*drop, *ports, *ethTypes, *polFile)
 	if err != nil {
 		return fail(err)

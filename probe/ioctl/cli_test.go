@@ -42,7 +42,7 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"--hook", "kprobe"}, `unknown hook "kprobe"; use one of fentry, tracepoint, tp_btf, raw_tp`},
 		{[]string{"--comm", "much-too-long-a-name"}, `comm "much-too-long-a-name" is 20 bytes`},
 		{[]string{"--ringbuf-bytes", "3000"}, "ring buffer size 3000: use a power of two"},
-		{[]string{"--duration", "-1s"}, "--duration -1s must not be negative"},
+		{[]string{"--duration", "-1s"}, `invalid value "-1s" for flag -duration: -1s is below the minimum 0s`},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		cmd := exec.Command(bin, append([]string{"probe", "ioctl"}, c.args...)...)
