@@ -55,15 +55,16 @@ struct hl_class {
 const volatile struct hl_class hl_classes[HL_MAX_CLASSES];
 const volatile u64 starvation_ns = 10ULL * 1000 * 1000;
 const volatile u32 nr_cpus = 1;
+/* The kernel's scheduler tick (1/HZ): a slice only ends on one. */
+const volatile u64 tick_ns = 4ULL * 1000 * 1000;
 /* Test knob, not a feature: call scx_bpf_error() after this many enqueues. */
 const volatile u64 debug_error_after = 0;
 
 /* The fair queue's clock: the vtime of the latest fair task to run. */
 u64 vtime_now;
-/* The starvation guard's last turn, and when it next needs to look: no
- * fair task can have waited starvation_ns before then. */
-u64 guard_turn_at;
-u64 guard_check_at;
+/* When the starvation guard next needs to look: no fair task is overdue
+ * before then, or the last turn is still running. */
+u64 guard_next_at;
 u64 nr_enqueues;
 
 /* Who runs on each CPU, for choosing a preemption victim. */
@@ -393,8 +394,10 @@ static void kick_for_high_queue(void)
  * fair task has waited starvation_ns, the longest-waiting ones, oldest
  * first and up to HL_GUARD_BATCH of those overdue, move to this CPU and
  * share starvation_ns / 2, and another CPU is kicked for the high queue.
- * Turns come at most once per starvation_ns, so they take at most a third
- * of one CPU from high-priority work. Returns how many tasks moved.
+ * A slice only ends on a tick, so each takes at least a tick, and the next
+ * turn waits for this one to end: one CPU at most serves the guard, and
+ * then for at most half the time unless ticks are coarse. Returns how many
+ * tasks moved.
  */
 static u32 guard(u64 now)
 {
@@ -408,15 +411,17 @@ static u32 guard(u64 now)
 		return 0;
 	guard_find(sc, now);
 	if (!sc->found) {
-		guard_check_at = now + starvation_ns;
+		guard_next_at = now + starvation_ns;
 		return 0;
 	}
 	if ((s64)(now - sc->oldest_at) < (s64)starvation_ns) {
-		guard_check_at = sc->oldest_at + starvation_ns;
+		guard_next_at = sc->oldest_at + starvation_ns;
 		return 0;
 	}
 	n = sc->overdue < HL_GUARD_BATCH ? sc->overdue : HL_GUARD_BATCH;
 	turn_ns = starvation_ns / 2 / (n ?: 1);
+	if (turn_ns < tick_ns)
+		turn_ns = tick_ns;
 	for (u32 i = 0; i < HL_GUARD_BATCH && i < n; i++) {
 		if (i > 0) {
 			guard_find(sc, now);
@@ -430,8 +435,7 @@ static u32 guard(u64 now)
 	}
 	if (!moved)
 		return 0;
-	guard_turn_at = now;
-	guard_check_at = now + starvation_ns;
+	guard_next_at = now + (moved * turn_ns > starvation_ns ? moved * turn_ns : starvation_ns);
 	kick_for_high_queue();
 	st = stats_get();
 	if (st)
@@ -445,8 +449,7 @@ int hl_dispatch(u64 *ctx)
 	u64 now = bpf_ktime_get_ns();
 
 	/* The guard only matters when the high queue would go first. */
-	if (now >= guard_check_at && now - guard_turn_at >= starvation_ns &&
-	    scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0 && scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 &&
+	if (now >= guard_next_at && scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0 && scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 &&
 	    guard(now))
 		return 0;
 	if (hl_dsq_move_to_local(HL_DSQ_HIGH))

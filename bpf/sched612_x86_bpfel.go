@@ -34,8 +34,7 @@ const (
 	Sched612ProgHlStopping               = "hl_stopping"
 	Sched612VarDebugErrorAfter           = "debug_error_after"
 	Sched612VarExitInfo                  = "exit_info"
-	Sched612VarGuardCheckAt              = "guard_check_at"
-	Sched612VarGuardTurnAt               = "guard_turn_at"
+	Sched612VarGuardNextAt               = "guard_next_at"
 	Sched612VarHlClasses                 = "hl_classes"
 	Sched612VarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	Sched612VarHlNrClasses               = "hl_nr_classes"
@@ -44,6 +43,7 @@ const (
 	Sched612VarNrCpus                    = "nr_cpus"
 	Sched612VarNrEnqueues                = "nr_enqueues"
 	Sched612VarStarvationNs              = "starvation_ns"
+	Sched612VarTickNs                    = "tick_ns"
 	Sched612VarVtimeNow                  = "vtime_now"
 )
 
@@ -119,8 +119,7 @@ type Sched612MapSpecs struct {
 type Sched612VariableSpecs struct {
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
-	GuardCheckAt              *ebpf.VariableSpec `ebpf:"guard_check_at"`
-	GuardTurnAt               *ebpf.VariableSpec `ebpf:"guard_turn_at"`
+	GuardNextAt               *ebpf.VariableSpec `ebpf:"guard_next_at"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
@@ -129,6 +128,7 @@ type Sched612VariableSpecs struct {
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
+	TickNs                    *ebpf.VariableSpec `ebpf:"tick_ns"`
 	VtimeNow                  *ebpf.VariableSpec `ebpf:"vtime_now"`
 }
 
@@ -177,8 +177,7 @@ func (m *Sched612Maps) Close() error {
 type Sched612Variables struct {
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
-	GuardCheckAt              *ebpf.Variable `ebpf:"guard_check_at"`
-	GuardTurnAt               *ebpf.Variable `ebpf:"guard_turn_at"`
+	GuardNextAt               *ebpf.Variable `ebpf:"guard_next_at"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
@@ -187,6 +186,7 @@ type Sched612Variables struct {
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
+	TickNs                    *ebpf.Variable `ebpf:"tick_ns"`
 	VtimeNow                  *ebpf.Variable `ebpf:"vtime_now"`
 }
 

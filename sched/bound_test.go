@@ -8,9 +8,9 @@ import (
 )
 
 // The bound counts each part of the guard's worst case: a coarse tick
-// makes the shared turn cost a tick per task, a fine one leaves it at half
-// the starvation bound; the longest high-priority slice counts, not the
-// normal class's.
+// makes the turn cost a tick per task and delays the next turn until it
+// ends, a fine one leaves it at half the starvation bound; the longest
+// high-priority slice counts, not the normal class's.
 func TestGuardedWaitBound(t *testing.T) {
 	p := policy.Default("infer")
 	p.Classes[0].Slice = 3 * time.Millisecond
@@ -22,11 +22,11 @@ func TestGuardedWaitBound(t *testing.T) {
 	for _, tc := range []struct {
 		starvation, tick, want time.Duration
 	}{
-		// 2x10ms + max(5ms, 8x4ms) + 3ms + 4ms
-		{10 * time.Millisecond, 4 * time.Millisecond, 59 * time.Millisecond},
-		// 2x10ms + max(5ms, 8x100µs) + 3ms + 100µs
+		// B = max(5ms, 8x4ms) = 32ms: 10ms + max(10ms, B) + B + 3ms + 4ms
+		{10 * time.Millisecond, 4 * time.Millisecond, 81 * time.Millisecond},
+		// B = max(5ms, 8x100µs) = 5ms: 10ms + 10ms + B + 3ms + 100µs
 		{10 * time.Millisecond, 100 * time.Microsecond, 28100 * time.Microsecond},
-		// 0 is the default bound (10ms): 2x10ms + max(5ms, 8x1ms) + 3ms + 1ms
+		// 0 is the default bound (10ms); B = 8ms: 10ms + 10ms + B + 3ms + 1ms
 		{0, time.Millisecond, 32 * time.Millisecond},
 	} {
 		got := Config{Table: table, Starvation: tc.starvation}.GuardedWaitBound(tc.tick)

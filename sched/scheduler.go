@@ -60,17 +60,19 @@ const GuardBatch = 8
 // GuardedWaitBound is the longest a normal task waits for a CPU while
 // high-priority tasks are queued, as long as at most GuardBatch normal
 // tasks are overdue at once, on a kernel whose scheduler tick is tick
-// (see Tick). It adds up:
+// (see Tick). A guard turn (batch) serves up to GuardBatch overdue tasks,
+// each for half the starvation bound shared out but at least a tick (a
+// slice only ends on one): B = max(starvation/2, GuardBatch*tick). The
+// wait adds up:
 //
-//   - the starvation bound twice: a task is overdue after one, and guard
-//     turns come at most one per bound, so the next may be that far off;
-//   - the guard's turn, shared by up to GuardBatch tasks oldest first: half
-//     the bound in all, but a slice only ends on a tick, so at least one
-//     tick each;
+//   - the starvation bound, after which the task is overdue;
+//   - the gap to the next turn: turns start at most once per bound and
+//     never before the previous one ends, so max(starvation, B);
+//   - its place in that turn, at most B;
 //   - the longest high-priority slice and one tick: the CPU that takes the
 //     turn first finishes the slice it is running.
 //
-// More overdue tasks take turns, GuardBatch per bound.
+// More overdue tasks take turns, GuardBatch per turn.
 func (c Config) GuardedWaitBound(tick time.Duration) time.Duration {
 	starvation := c.Starvation
 	if starvation == 0 {
@@ -85,7 +87,7 @@ func (c Config) GuardedWaitBound(tick time.Duration) time.Duration {
 		}
 	}
 	batch := max(starvation/2, GuardBatch*tick)
-	return 2*starvation + batch + slice + tick
+	return starvation + max(starvation, batch) + batch + slice + tick
 }
 
 // Tick is the running kernel's scheduler tick (1/HZ): the resolution of
@@ -206,6 +208,10 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
 	if err != nil {
 		return err
 	}
+	tick, err := Tick()
+	if err != nil {
+		return err
+	}
 	if cpus > maxCPUs {
 		return fmt.Errorf("%d possible CPUs: hotlane is built for at most %d", cpus, maxCPUs)
 	}
@@ -215,6 +221,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
 		"hl_classes":        cfg.Table.ClassesArray(),
 		"hl_nr_classes":     cfg.Table.NrClasses(),
 		"starvation_ns":     uint64(cfg.Starvation.Nanoseconds()),
+		"tick_ns":           uint64(tick.Nanoseconds()),
 		"nr_cpus":           uint32(cpus),
 		"debug_error_after": cfg.DebugErrorAfter,
 	}
