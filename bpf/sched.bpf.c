@@ -15,16 +15,21 @@
  *     whatever runs there: they are short and other work waits on them.
  *     High-priority tasks go to the high queue; if their class may preempt,
  *     a wake-up kicks a CPU for them (an idle one if any, else this CPU or
- *     the one whose lower-class task has run the longest). Other tasks go to the fair
- *     queue in vtime order, with at most one slice of banked credit.
+ *     the one whose lower-class task has run the longest). Other tasks go
+ *     to the fair queue in vtime order, with at most one slice of banked
+ *     credit, stamped with the time they entered it.
  *  3. dispatch: the high queue first, then the fair queue. When a fair
  *     task has waited starvation_ns while high-priority tasks are queued,
  *     a starvation guard gives the longest-waiting fair tasks (up to 8) a
- *     turn on this CPU, shielded from preemption, at most one turn per
+ *     turn on this CPU, shielded from preemption, and kicks another CPU
+ *     for the high queue; one turn at a time, at most one per
  *     starvation_ns: high-priority tasks saturating every CPU cannot
- *     starve any other, and the guard cannot starve them.
+ *     starve any other, and the guard never holds more than one CPU.
  *  4. running/stopping: per-CPU bookkeeping for victim selection, and the
- *     vtime charge of fair tasks, scaled by class and task weight.
+ *     vtime charge of fair tasks (time run, scaled by class and task
+ *     weight).
+ *  5. cpu_online/cpu_offline: a CPU that comes or goes starts idle; with
+ *     these, the kernel keeps the scheduler through CPU hotplug.
  *
  * Compiled once per sched_ext kfunc generation (scx_api.h); the loader
  * chooses the object and fills the read-only settings below.
