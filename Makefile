@@ -22,8 +22,9 @@ deps:
 # The main job: boot the sched_ext VM and compare EEVDF, the upstream
 # scx_simple (vtime and FIFO) and hotlane on the same workload. Multi-
 # threaded TCG gives each guest CPU its own host core, which is what makes
-# the latencies meaningful; qemu 7.2 then occasionally crashes the guest
-# while the kernel patches live code, hence the retries.
+# the latencies meaningful. qemu 7.2 crashed such guests while the kernel
+# patched live code; deps installs qemu 10, which has not, and the retries
+# remain for a guest that dies anyway.
 DEMO_OUT      ?= demo-results
 demo: deps build
 	$(BIN) vm --scx-simple --mttcg --retries 2 --timeout 30m --results $(DEMO_OUT) -- bench

@@ -8,11 +8,13 @@
 #   bpftool                      `make vmlinux`
 #   zstd xz-utils                decompressing kernel images
 #   iproute2                     veth/netns for the XDP tests
+#   dpkg-dev                     installed since the first setup; no step is known to need it
+#   git                          `make lint` lists the Go files with git ls-files
 set -euo pipefail
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 
-want=(clang-19 llvm-19 libelf-dev zlib1g-dev make gcc bpftool zstd xz-utils iproute2 dpkg-dev)
+want=(clang-19 llvm-19 libelf-dev zlib1g-dev make gcc bpftool zstd xz-utils iproute2 dpkg-dev git)
 missing=()
 for p in "${want[@]}"; do installed "$p" || missing+=("$p"); done
 

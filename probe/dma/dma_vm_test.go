@@ -70,7 +70,24 @@ func nvmeDevice(t *testing.T) string {
 // device by DMA, none stays in the page cache.
 func writeDirect(t *testing.T, total, chunk int) uint64 {
 	t.Helper()
-	f, err := os.OpenFile(nvmeDisk, os.O_WRONLY|unix.O_DIRECT, 0)
+	directIO(t, true, total, chunk)
+	return uint64(total)
+}
+
+// readDirect reads total bytes from the disk the same way: every byte
+// comes from the device by DMA.
+func readDirect(t *testing.T, total, chunk int) {
+	t.Helper()
+	directIO(t, false, total, chunk)
+}
+
+func directIO(t *testing.T, write bool, total, chunk int) {
+	t.Helper()
+	flags := os.O_RDONLY
+	if write {
+		flags = os.O_WRONLY
+	}
+	f, err := os.OpenFile(nvmeDisk, flags|unix.O_DIRECT, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +101,20 @@ func writeDirect(t *testing.T, total, chunk int) uint64 {
 		buf[i] = byte(i * 7)
 	}
 	for off := 0; off < total; off += chunk {
-		if _, err := f.WriteAt(buf, int64(off)); err != nil {
-			t.Fatalf("write at %d: %v", off, err)
+		if write {
+			_, err = f.WriteAt(buf, int64(off))
+		} else {
+			_, err = f.ReadAt(buf, int64(off))
+		}
+		if err != nil {
+			t.Fatalf("direct I/O at %d: %v", off, err)
 		}
 	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
+	if write {
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return uint64(total)
 }
 
 // checkNVMe applies the plausibility rule to what the probe saw on the NVMe
@@ -364,26 +387,5 @@ func TestGuestFullTablesAreCounted(t *testing.T) {
 	// Every map call needed a stamp, and none could have one.
 	if stampFull == 0 || stampFull < maps {
 		t.Errorf("stamp table full counted %d times for %d map calls", stampFull, maps)
-	}
-}
-
-// readDirect reads total bytes from the NVMe disk in chunks, bypassing the
-// page cache, so every byte is DMA-mapped from the device.
-func readDirect(t *testing.T, total, chunk int) {
-	t.Helper()
-	f, err := os.OpenFile(nvmeDisk, os.O_RDONLY|unix.O_DIRECT, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf, err := unix.Mmap(-1, 0, chunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(buf)
-	for off := 0; off < total; off += chunk {
-		if _, err := f.ReadAt(buf, int64(off)); err != nil {
-			t.Fatalf("read at %d: %v", off, err)
-		}
 	}
 }
