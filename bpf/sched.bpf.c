@@ -17,7 +17,8 @@
  *     a wake-up kicks a CPU for them (an idle one if any, else this CPU or
  *     the one whose lower-class task has run the longest). Other tasks go
  *     to the fair queue in vtime order, with at most one slice of banked
- *     credit, stamped with the time they entered it.
+ *     credit and HL_MAX_DEBT slices of debt, stamped with the time they
+ *     entered it; an idle CPU, if any, is kicked for them.
  *  3. dispatch: the high queue first, then the fair queue. When a fair
  *     task has waited starvation_ns while high-priority tasks are queued,
  *     a starvation guard gives the longest-waiting fair tasks (up to 8) a
@@ -65,7 +66,7 @@ const volatile u64 tick_ns = 4ULL * 1000 * 1000;
 /* Test knob, not a feature: call scx_bpf_error() after this many enqueues. */
 const volatile u64 debug_error_after = 0;
 
-/* The fair queue's clock: the vtime of the latest fair task to run. */
+/* The fair queue's clock: the largest vtime of a fair task that ran. */
 u64 vtime_now;
 /* When the starvation guard next needs to look: no fair task is overdue
  * before then, or the last turn is still running. */
@@ -86,7 +87,7 @@ struct {
 	__type(value, struct hl_cpu);
 } cpus SEC(".maps");
 
-/* Counters read by `hotlane run` every stats interval; mirrored in sched.Stats. */
+/* Counters read by `hotlane run` every stats interval; mirrored by sched's statsRecord. */
 struct hl_stats {
 	u64 enqueued[HL_MAX_CLASSES];
 	u64 dispatched[HL_MAX_CLASSES];	/* times a task of the class started running */
@@ -240,9 +241,12 @@ int hl_enqueue(u64 *ctx)
 	u64 vtime, n;
 	s32 idle;
 
-	n = __sync_fetch_and_add(&nr_enqueues, 1) + 1;
-	if (debug_error_after && n == debug_error_after)
-		hl_error("debug: error injected after %llu enqueues", n);
+	/* The test knob is a load-time constant: off, no shared counter. */
+	if (debug_error_after) {
+		n = __sync_fetch_and_add(&nr_enqueues, 1) + 1;
+		if (n == debug_error_after)
+			hl_error("debug: error injected after %llu enqueues", n);
+	}
 	if (st && cls < HL_MAX_CLASSES)
 		st->enqueued[cls]++;
 
@@ -277,8 +281,12 @@ int hl_enqueue(u64 *ctx)
 	/* Without storage (out of memory) the guard sees no stamp and takes
 	 * the task for the longest waiting: served early, never starved. */
 	w = bpf_task_storage_get(&fair_waits, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (w)
+	if (w) {
 		w->queued_at = bpf_ktime_get_ns();
+		/* A guard turn it never started (it left the CPU's queue
+		 * first) must not shield its next ordinary run. */
+		w->guard_turn = 0;
+	}
 	hl_dsq_insert_vtime(p, HL_DSQ_FAIR, c->slice_ns, vtime, enq_flags);
 
 	/* A queued task must not wait while a CPU idles. */
@@ -451,10 +459,15 @@ static u32 guard(u64 now)
 SEC("struct_ops/hl_dispatch")
 int hl_dispatch(u64 *ctx)
 {
-	u64 now = bpf_ktime_get_ns();
+	u64 now = bpf_ktime_get_ns(), next = guard_next_at;
 
-	/* The guard only matters when the high queue would go first. */
-	if (now >= guard_next_at && scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0 && scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 &&
+	/*
+	 * The guard only matters when the high queue would go first. The CPU
+	 * that moves guard_next_at on takes the turn: two CPUs dispatching at
+	 * once cannot both start one.
+	 */
+	if (now >= next && scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0 && scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 &&
+	    __sync_val_compare_and_swap(&guard_next_at, next, now + starvation_ns) == next &&
 	    guard(now))
 		return 0;
 	if (hl_dsq_move_to_local(HL_DSQ_HIGH))

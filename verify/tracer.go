@@ -162,6 +162,12 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 	if cfg.MaxTasks > 0 {
 		spec.Maps["tasks"].MaxEntries = uint32(cfg.MaxTasks)
 	}
+	if hook != HookRawTP {
+		// Only the raw_tp family keys stamps by pid; tp_btf keeps them
+		// in task storage. The map is still created: keep it minimal
+		// rather than 64k preallocated entries.
+		spec.Maps[bpf.RunqlatMapStampsByPid].MaxEntries = 1
+	}
 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
