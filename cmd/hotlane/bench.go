@@ -136,20 +136,15 @@ func defaultOutDir() string {
 	return "."
 }
 
+// writeBenchFiles writes the report files into dir (made by requireDir
+// before the run); a file that fails half-written is removed.
 func writeBenchFiles(rep *workloads.Report, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	write := func(name string, fn func(io.Writer) error) error {
-		f, err := os.Create(filepath.Join(dir, name))
+		out, err := createOutput(filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}
-		if err := fn(f); err != nil {
-			f.Close()
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		return f.Close()
+		return out.write(fn)
 	}
 	if err := write("report.txt", rep.WriteText); err != nil {
 		return err

@@ -26,7 +26,7 @@ func runRun(ctx context.Context, args []string) int {
 	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a normal task that has waited this long while high-priority tasks are queued gets a turn within another such period (at most one turn per period, 8 tasks a turn); the startup line prints the resulting bound")
 	debugError := fs.Uint64("debug-error-after", 0, "testing only: make the BPF code fail with scx_bpf_error after N enqueues")
 	cost := fs.Bool("cost", false, "on exit, print each scheduler callback's runs and BPF run time (turns on the kernel's BPF run-time statistics: two clock reads per callback)")
-	restarts := fs.Int("restart-on-error", 0, "when the scheduler ends with an error exit (scx_bpf_error, watchdog stall), load it again, at most `N` times")
+	restarts := intFlag(fs, "restart-on-error", 0, 0, 100, "when the scheduler ends with an error exit (scx_bpf_error, watchdog stall), load it again, at most N times")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane run [flags]
 
@@ -56,11 +56,6 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "hotlane run: unexpected argument %q\n", fs.Arg(0))
-		return exitError
-	}
-
-	if *restarts < 0 {
-		fmt.Fprintf(os.Stderr, "hotlane run: --restart-on-error %d: must be 0 or more\n", *restarts)
 		return exitError
 	}
 

@@ -83,9 +83,6 @@ Flags:
 			return fail(err)
 		}
 	}
-	if *pid < 0 {
-		return fail(fmt.Errorf("--pid %d: not a process id", *pid))
-	}
 	if *pid > 0 {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", *pid)); err != nil {
 			return fail(fmt.Errorf("--pid %d: no such process", *pid))

@@ -14,7 +14,7 @@ import (
 
 func runWorkload(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("workload", flag.ContinueOnError)
-	duration := fs.Duration("duration", 10*time.Second, "how long to run")
+	duration := durationFlag(fs, "duration", 10*time.Second, time.Millisecond, 0, "how long to run")
 	period := fs.Duration("period", 10*time.Millisecond, "inference task period (100 Hz by default)")
 	compute := fs.Duration("compute", 2*time.Millisecond, "inference task CPU time per period")
 	threads := intFlag(fs, "threads", 1, 1, 1024, "inference threads, each with its own timer")
@@ -34,10 +34,6 @@ Flags:
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code
-	}
-	if *duration <= 0 {
-		fmt.Fprintf(os.Stderr, "hotlane workload: --duration must be positive\n")
-		return exitError
 	}
 	mix := workloads.Mix{
 		Periodic: []workloads.Periodic{{Comm: *comm, Period: *period, Compute: *compute, Threads: *threads}},
