@@ -63,8 +63,11 @@ func TestTableAligns(t *testing.T) {
 	tb.Add("normal", "12.0ms")
 	var b strings.Builder
 	tb.WriteText(&b)
-	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	if len(lines) != 3 || len(lines[1]) != len(lines[2]) {
-		t.Errorf("not aligned:\n%s", b.String())
+	// Right-aligned to the widest cell of each column, two spaces apart.
+	want := "      class     p99\n" +
+		"  inference  1.02ms\n" +
+		"     normal  12.0ms\n"
+	if b.String() != want {
+		t.Errorf("table:\n%q\nwant\n%q", b.String(), want)
 	}
 }

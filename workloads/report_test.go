@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -112,8 +113,11 @@ func TestCDFIsWellFormedSVG(t *testing.T) {
 	lines := 0
 	for {
 		tok, err := dec.Token()
-		if err != nil {
+		if err == io.EOF {
 			break
+		}
+		if err != nil {
+			t.Fatalf("the plot is not well-formed XML: %v", err)
 		}
 		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
 			lines++
