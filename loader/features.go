@@ -1,7 +1,6 @@
 package loader
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -190,9 +189,7 @@ func (f *Features) WriteText(w io.Writer) error {
 
 // WriteJSON writes f as indented JSON.
 func (f *Features) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(f); err != nil {
+	if err := report.WriteJSON(w, f); err != nil {
 		return fmt.Errorf("encode features: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -165,3 +166,11 @@ func (w *Writer) Do(render func(io.Writer) error) {
 
 // Err is the first write error, if any.
 func (w *Writer) Err() error { return w.err }
+
+// WriteJSON writes v as one indented JSON document: every tool's --json
+// output looks alike.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -243,7 +242,5 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 
 // WriteJSON writes the report for machines.
 func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return report.WriteJSON(w, r)
 }

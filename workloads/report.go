@@ -1,7 +1,6 @@
 package workloads
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -152,7 +151,5 @@ func (r *Report) WriteText(w io.Writer) error {
 
 // WriteJSON writes the report for machines.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return report.WriteJSON(w, r)
 }

@@ -1,7 +1,6 @@
 package dma
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -405,9 +404,7 @@ func (d Device) Direction(dir string) Counts {
 
 // WriteJSON writes the result as one indented JSON document.
 func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return report.WriteJSON(w, r)
 }
 
 // WriteText writes the report for people: a table per device, the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -455,9 +454,7 @@ func (r *Result) Find(dev string, cmd uint32) (Stats, bool) {
 
 // WriteJSON writes the result as indented JSON.
 func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
+	if err := report.WriteJSON(w, r); err != nil {
 		return fmt.Errorf("encode ioctl result: %w", err)
 	}
 	return nil

@@ -2,7 +2,6 @@ package xdp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -234,9 +233,7 @@ func NewReport(att *Attachment, pol Policy, elapsed time.Duration, c *Counters) 
 
 // WriteJSON writes the report as one indented JSON object.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return report.WriteJSON(w, r)
 }
 
 // WriteText writes the report for people.
