@@ -26,19 +26,24 @@ func (c ProgramCost) PerRun() time.Duration {
 func WriteCosts(w io.Writer, title string, costs []ProgramCost, elapsed time.Duration) error {
 	ew := NewWriter(w)
 	ew.Printf("%s (over %s):\n", title, Duration(elapsed))
-	var total time.Duration
-	var runs uint64
 	for _, c := range costs {
-		if c.Runs == 0 {
-			continue
+		if c.Runs > 0 {
+			ew.Printf("  %-24s %10d runs %9s/run %7.3f%% of one CPU\n", c.Program, c.Runs, Duration(c.PerRun()), share(c.Total, elapsed))
 		}
-		total += c.Total
-		runs += c.Runs
-		ew.Printf("  %-24s %10d runs %9s/run %7.3f%% of one CPU\n", c.Program, c.Runs, Duration(c.PerRun()), share(c.Total, elapsed))
 	}
-	ew.Printf("  %-24s %10d runs %9s/run %7.3f%% of one CPU\n", "all", runs,
-		Duration(ProgramCost{Runs: runs, Total: total}.PerRun()), share(total, elapsed))
+	all := TotalCost(costs)
+	ew.Printf("  %-24s %10d runs %9s/run %7.3f%% of one CPU\n", "all", all.Runs, Duration(all.PerRun()), share(all.Total, elapsed))
 	return ew.Err()
+}
+
+// TotalCost adds the programs' runs and run time up, as program "all".
+func TotalCost(costs []ProgramCost) ProgramCost {
+	all := ProgramCost{Program: "all"}
+	for _, c := range costs {
+		all.Runs += c.Runs
+		all.Total += c.Total
+	}
+	return all
 }
 
 func share(d, of time.Duration) float64 {

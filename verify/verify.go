@@ -223,15 +223,9 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	if r.CostError != "" {
 		fmt.Fprintf(w, "tracer cost: unknown: %s\n", r.CostError)
 	} else {
-		var total time.Duration
-		var runs uint64
-		for _, c := range r.Cost {
-			total += c.Total
-			runs += c.Runs
-		}
-		if runs > 0 {
+		if all := report.TotalCost(r.Cost); all.Runs > 0 {
 			fmt.Fprintf(w, "tracer cost: %s per event, %.3f%% of one CPU\n",
-				report.Duration(total/time.Duration(runs)), 100*total.Seconds()/secs)
+				report.Duration(all.PerRun()), 100*all.Total.Seconds()/secs)
 		}
 	}
 	if s.Counters.ClassifyUncached > 0 {
