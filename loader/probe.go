@@ -59,7 +59,7 @@ func Probe(ctx context.Context, opts ProbeOptions) (*Features, error) {
 	}
 	// Mount tracefs before any hook check: cilium/ebpf looks for tracefs
 	// once per process (kprobe falls back to it too).
-	dir, mounted, err := ensureTracefs(!opts.NoMount)
+	dir, mounted, err := EnsureTracefs(!opts.NoMount)
 	env.tracefsDir, env.tracefsErr, env.mountedNow = dir, err, mounted && err == nil
 	if mounted && err == nil {
 		f.Notes = append(f.Notes, fmt.Sprintf("tracefs was not mounted; mounted it at %s (it stays mounted)", TracefsPath))

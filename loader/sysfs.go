@@ -149,10 +149,11 @@ func tracefsEvents() (string, error) {
 	return "", nil
 }
 
-// ensureTracefs finds a mounted tracefs and, if there is none and mount is
-// true, mounts one at TracefsPath. It reports the directory ("" if there is
-// none) and whether it mounted it; err says why there is none.
-func ensureTracefs(mount bool) (dir string, mounted bool, err error) {
+// EnsureTracefs finds a mounted tracefs (one with an events directory)
+// and, if there is none and mount is true, mounts one at TracefsPath. It
+// reports the directory ("" if there is none) and whether it mounted it;
+// err says why there is none. Every tool that needs tracefs uses it.
+func EnsureTracefs(mount bool) (dir string, mounted bool, err error) {
 	if dir, err := tracefsEvents(); dir != "" || err != nil {
 		return dir, false, err
 	}

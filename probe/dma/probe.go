@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -121,25 +120,11 @@ func runningKernel() *kernel {
 	if k.btfErr != nil {
 		k.btf = nil
 	}
-	k.tracefs = func() (string, error) { return ensureTracefs() }
+	k.tracefs = func() (string, error) {
+		dir, _, err := loader.EnsureTracefs(true)
+		return dir, err
+	}
 	return k
-}
-
-// ensureTracefs finds tracefs with an events directory, mounting it at
-// loader.TracefsPath if none is mounted.
-func ensureTracefs() (string, error) {
-	for _, dir := range []string{loader.TracefsPath, "/sys/kernel/debug/tracing"} {
-		if fi, err := os.Stat(filepath.Join(dir, "events")); err == nil && fi.IsDir() {
-			return dir, nil
-		}
-	}
-	if err := unix.Mount("nodev", loader.TracefsPath, "tracefs", 0, ""); err != nil {
-		return "", fmt.Errorf("tracefs is not mounted and `mount -t tracefs nodev %s` failed: %w", loader.TracefsPath, err)
-	}
-	if fi, err := os.Stat(filepath.Join(loader.TracefsPath, "events")); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("mounted tracefs at %s but it has no events directory", loader.TracefsPath)
-	}
-	return loader.TracefsPath, nil
 }
 
 // start loads what p names, attaches it and returns the probe; on error it

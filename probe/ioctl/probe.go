@@ -322,24 +322,18 @@ func precheck(h Hook, kernelFunc func(string) bool) string {
 			return syscallFunc64 + " is not in the kernel's BTF"
 		}
 	case HookTracepoint:
-		dir := tracefsEvents()
+		dir, _, err := loader.EnsureTracefs(false)
+		if err != nil {
+			return err.Error()
+		}
 		if dir == "" {
 			return "tracefs is not mounted at " + loader.TracefsPath
 		}
+		dir = filepath.Join(dir, "events")
 		for _, tp := range syscallTracepoints {
 			if _, err := os.Stat(filepath.Join(dir, tracepointGrp, tp)); err != nil {
 				return fmt.Sprintf("tracepoint %s:%s not found in %s (syscall tracepoints need CONFIG_FTRACE_SYSCALLS)", tracepointGrp, tp, dir)
 			}
-		}
-	}
-	return ""
-}
-
-// tracefsEvents returns the events directory of a mounted tracefs.
-func tracefsEvents() string {
-	for _, dir := range []string{loader.TracefsPath, "/sys/kernel/debug/tracing"} {
-		if fi, err := os.Stat(filepath.Join(dir, "events")); err == nil && fi.IsDir() {
-			return filepath.Join(dir, "events")
 		}
 	}
 	return ""
