@@ -246,8 +246,8 @@ func TestFailureAdvice(t *testing.T) {
 	if !strings.Contains(f.Detail, "not supported") || f.Advice == "" {
 		t.Errorf("ErrNotSupported: %+v", f)
 	}
-	if got := cleanError(errors.New("load: operation not permitted (MEMLOCK may be too low, consider rlimit.RemoveMemlock)")); got != "load: operation not permitted" {
-		t.Errorf("cleanError = %q", got)
+	if got := CleanError(errors.New("load: operation not permitted (MEMLOCK may be too low, consider rlimit.RemoveMemlock)")); got != "load: operation not permitted" {
+		t.Errorf("CleanError = %q", got)
 	}
 }
 

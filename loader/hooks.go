@@ -213,7 +213,7 @@ func probeXDP(env *probeEnv) Feature {
 	ret, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 64)})
 	switch {
 	case err != nil:
-		f.Detail += fmt.Sprintf(" (BPF_PROG_RUN failed: %s)", cleanError(err))
+		f.Detail += fmt.Sprintf(" (BPF_PROG_RUN failed: %s)", CleanError(err))
 	case ret != 2:
 		f.Detail += fmt.Sprintf(" (BPF_PROG_RUN returned %d, want XDP_PASS)", ret)
 	default:
@@ -245,7 +245,7 @@ func (env *probeEnv) failure(name string, err error, fallback string) Feature {
 		f.Detail = firstClause(err) + ": EPERM although we hold CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN (lockdown, an LSM or kernel policy)"
 		f.Advice = "this kernel does not allow " + name + "; " + fallback
 	case errors.As(err, &verr):
-		f.Detail = firstClause(err) + ": verifier rejected the test program: " + lastLogLine(verr.Log)
+		f.Detail = firstClause(err) + ": verifier rejected the test program: " + LastVerifierLine(verr.Log)
 		f.Advice = fallback
 	case errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, enotsupp) || errors.Is(err, unix.EOPNOTSUPP):
 		f.Detail = firstClause(err) + ": not supported by this kernel"
@@ -254,7 +254,7 @@ func (env *probeEnv) failure(name string, err error, fallback string) Feature {
 		f.Detail = firstClause(err) + ": attach point not found"
 		f.Advice = fallback
 	default:
-		f.Detail = cleanError(err)
+		f.Detail = CleanError(err)
 		f.Advice = fallback
 	}
 	return f
@@ -270,17 +270,22 @@ func firstClause(err error) string {
 	return s
 }
 
-// cleanError drops cilium/ebpf's memlock hint, which is wrong on the
-// memcg-accounted kernels hotlane supports.
-func cleanError(err error) string {
+// CleanError is err's first line without cilium/ebpf's memlock hint,
+// which is wrong on the memcg-accounted kernels hotlane supports.
+func CleanError(err error) string {
 	s := err.Error()
 	if i := strings.Index(s, " (MEMLOCK may be too low"); i >= 0 {
+		s = s[:i]
+	}
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
 	return s
 }
 
-func lastLogLine(log []string) string {
+// LastVerifierLine is the verifier log's last line that says something
+// (not the "processed N insns" summary): usually why it refused.
+func LastVerifierLine(log []string) string {
 	for i := len(log) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(log[i])
 		if l != "" && !strings.HasPrefix(l, "processed ") {

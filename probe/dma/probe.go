@@ -293,16 +293,9 @@ func (pr *Probe) attachAll(p *plan, todo []attachment, opts Options) error {
 func shortError(err error) string {
 	var verr *ebpf.VerifierError
 	if errors.As(err, &verr) {
-		for i := len(verr.Log) - 1; i >= 0; i-- {
-			if l := strings.TrimSpace(verr.Log[i]); l != "" && !strings.HasPrefix(l, "processed ") {
-				return fmt.Sprintf("verifier: %s", l)
-			}
-		}
+		return "verifier: " + loader.LastVerifierLine(verr.Log)
 	}
-	s := err.Error()
-	if i := strings.Index(s, " (MEMLOCK may be too low"); i >= 0 {
-		s = s[:i]
-	}
+	s := loader.CleanError(err)
 	if errors.Is(err, unix.EPERM) {
 		s += " (the kernel refuses this hook type here)"
 	}

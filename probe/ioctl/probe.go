@@ -298,7 +298,7 @@ func Attach(ctx context.Context, cfg Config) (*Probe, error) {
 		if why == "" {
 			p, err = attach(h, cfg, f, res, kernelFunc)
 			if err != nil {
-				why = cleanError(err)
+				why = loader.CleanError(err)
 			}
 		}
 		if why != "" {
@@ -337,19 +337,6 @@ func precheck(h Hook, kernelFunc func(string) bool) string {
 		}
 	}
 	return ""
-}
-
-// cleanError drops cilium/ebpf's memlock hint, wrong on the
-// memcg-accounted kernels hotlane supports, and keeps one line.
-func cleanError(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, " (MEMLOCK may be too low"); i >= 0 {
-		s = s[:i]
-	}
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }
 
 // hookPrograms are the programs of one family, enter first.
@@ -415,7 +402,7 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("the verifier rejected the %s programs: %s", h, lastLogLine(verr.Log))
+			return nil, fmt.Errorf("the verifier rejected the %s programs: %s", h, loader.LastVerifierLine(verr.Log))
 		}
 		return nil, fmt.Errorf("load the %s programs: %w", h, err)
 	}
@@ -481,7 +468,7 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 					l.Close()
 				}
 				p.links = p.links[:n]
-				p.Notes = append(p.Notes, "32-bit processes are not traced: "+cleanError(err))
+				p.Notes = append(p.Notes, "32-bit processes are not traced: "+loader.CleanError(err))
 			} else {
 				p.HookDetail += " and " + syscallFunc32
 			}
@@ -513,15 +500,6 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 		}
 	}
 	return p, nil
-}
-
-func lastLogLine(log []string) string {
-	for i := len(log) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(log[i]); l != "" && !strings.HasPrefix(l, "processed ") {
-			return l
-		}
-	}
-	return "(empty verifier log)"
 }
 
 // Detach stops the probe from seeing new calls; what it counted stays
