@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -29,7 +30,7 @@ type apt struct {
 	suite string
 }
 
-func newApt(cacheDir, suite string) (*apt, error) {
+func newApt(ctx context.Context, cacheDir, suite string) (*apt, error) {
 	if !validSuite(suite) {
 		return nil, fmt.Errorf("%w %q: use one of %s", ErrUnknownSuite, suite, strings.Join(knownSuites(), ", "))
 	}
@@ -39,7 +40,7 @@ func newApt(cacheDir, suite string) (*apt, error) {
 			return nil, err
 		}
 	}
-	mirror, err := hostMirror()
+	mirror, err := hostMirror(ctx, "/etc/apt")
 	if err != nil {
 		return nil, err
 	}
@@ -132,74 +133,41 @@ func (a *apt) download(ctx context.Context, pkg string) (string, error) {
 	return got[0], nil
 }
 
-// hostMirror returns the Debian mirror the host's own apt uses, so the
-// runner fetches from wherever this machine is allowed to.
-func hostMirror() (string, error) {
-	files, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if uri := mirrorFromDeb822(string(b)); uri != "" {
-			return uri, nil
-		}
+// hostMirror returns the Debian mirror the host's own apt uses (sources
+// under etcDir, normally /etc/apt), so the runner fetches from wherever
+// this machine is allowed to. apt itself parses the sources, deb822 and
+// one-line alike; the choice is the first source carrying a Debian suite
+// that is not a security archive. scripts/deps.sh makes the same choice
+// the same way, and a test holds the two to it.
+func hostMirror(ctx context.Context, etcDir string) (string, error) {
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return "", errors.New("apt-get not found: the VM runner fetches kernels with apt, so it needs a Debian or Ubuntu host")
 	}
-	lists, _ := filepath.Glob("/etc/apt/sources.list.d/*.list")
-	for _, f := range append([]string{"/etc/apt/sources.list"}, lists...) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if uri := mirrorFromOneLine(string(b)); uri != "" {
-			return uri, nil
-		}
+	out, err := exec.CommandContext(ctx, "apt-get",
+		"-o", "Dir::Etc="+etcDir,
+		"-o", "Dir::Etc::SourceList="+filepath.Join(etcDir, "sources.list"),
+		"-o", "Dir::Etc::SourceParts="+filepath.Join(etcDir, "sources.list.d"),
+		"indextargets", "--no-release-info", "--format", "$(REPO_URI) $(RELEASE)").Output()
+	if err != nil {
+		return "", fmt.Errorf("apt-get indextargets (reading the apt sources under %s): %w", etcDir, err)
 	}
-	return "", errors.New("no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d: the VM runner fetches kernels from the mirror the host's apt uses")
+	if m := pickMirror(string(out)); m != "" {
+		return m, nil
+	}
+	return "", fmt.Errorf("no Debian mirror in the apt sources under %s (sources.list, sources.list.d/*.list or *.sources): the VM runner fetches kernels from the mirror the host's apt uses", etcDir)
 }
 
-// mirrorFromDeb822 picks the URI of the first stanza that is not a
-// security archive.
-func mirrorFromDeb822(text string) string {
-	for _, stanza := range strings.Split(text, "\n\n") {
-		var uri, suites string
-		for _, line := range strings.Split(stanza, "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok || strings.HasPrefix(strings.TrimSpace(line), "#") {
-				continue
-			}
-			switch strings.TrimSpace(k) {
-			case "URIs":
-				if f := strings.Fields(v); len(f) > 0 {
-					uri = f[0]
-				}
-			case "Suites":
-				suites = v
-			}
-		}
-		if uri != "" && !strings.Contains(suites, "security") && !strings.Contains(uri, "security") {
-			return strings.TrimSuffix(uri, "/")
-		}
-	}
-	return ""
-}
+// debianSuite matches the suites of Debian's main archive.
+var debianSuite = regexp.MustCompile(`^(buster|bullseye|bookworm|trixie|forky|duke|sid|unstable|testing|stable|oldstable)(-updates|-backports)?$`)
 
-func mirrorFromOneLine(text string) string {
-	for _, line := range strings.Split(text, "\n") {
+// pickMirror chooses from apt-get indextargets lines "URI SUITE".
+func pickMirror(indextargets string) string {
+	for _, line := range strings.Split(indextargets, "\n") {
 		f := strings.Fields(line)
-		if len(f) < 3 || f[0] != "deb" {
+		if len(f) != 2 || strings.Contains(f[0], "security") || !debianSuite.MatchString(f[1]) {
 			continue
 		}
-		i := 1
-		if strings.HasPrefix(f[i], "[") {
-			for i < len(f) && !strings.HasSuffix(f[i], "]") {
-				i++
-			}
-			i++
-		}
-		if i+1 < len(f) && !strings.Contains(f[i], "security") && !strings.Contains(f[i+1], "security") {
-			return strings.TrimSuffix(f[i], "/")
-		}
+		return strings.TrimSuffix(f[0], "/")
 	}
 	return ""
 }

@@ -72,7 +72,7 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 			return k, nil
 		}
 	}
-	a, err := newApt(cacheDir, suite)
+	a, err := newApt(ctx, cacheDir, suite)
 	if err != nil {
 		return nil, err
 	}

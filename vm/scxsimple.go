@@ -50,7 +50,7 @@ func BuildScxSimple(ctx context.Context, cacheDir string, k *Kernel, log io.Writ
 	srcDir := filepath.Join(cacheDir, "src", srcPkg)
 	tree := filepath.Join(srcDir, "linux-source-"+series)
 	if _, err := os.Stat(filepath.Join(tree, "tools/sched_ext/Makefile")); err != nil {
-		a, err := newApt(cacheDir, suite)
+		a, err := newApt(ctx, cacheDir, suite)
 		if err != nil {
 			return "", err
 		}
