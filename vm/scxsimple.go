@@ -8,11 +8,37 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 )
 
-// ScxSimpleGuestPath is where the runner puts the upstream scx_simple.
-const ScxSimpleGuestPath = "/usr/bin/scx_simple"
+// Guest paths of the kernel's example schedulers the runner builds.
+const (
+	ScxSimpleGuestPath = "/usr/bin/scx_simple"
+	ScxQmapGuestPath   = "/usr/bin/scx_qmap"
+)
+
+// ScxGuestPath is where the runner puts the kernel example scheduler name
+// (e.g. scx_qmap) in the guest.
+func ScxGuestPath(name string) string { return "/usr/bin/" + name }
+
+// ScxExamples are the C example schedulers in the kernel's tools/sched_ext
+// (7.3); BuildScx builds any of them.
+var ScxExamples = []string{"scx_simple", "scx_qmap", "scx_central", "scx_flatcg", "scx_userland", "scx_pair", "scx_cpu0", "scx_sdt"}
+
+// scxAlwaysBuilt are built whenever a build runs at all: libbpf and
+// bpftool dominate the time, so a second scheduler costs a few seconds and
+// later runs that need it find it cached.
+var scxAlwaysBuilt = []string{"scx_simple", "scx_qmap"}
+
+// CheckScxName returns an error unless name is one of ScxExamples.
+func CheckScxName(name string) error {
+	if !slices.Contains(ScxExamples, name) {
+		return fmt.Errorf("%q is not one of the kernel's example schedulers: use one of %s", name, strings.Join(ScxExamples, ", "))
+	}
+	return nil
+}
 
 // scxBuildTools are the host programs the upstream build needs, with the
 // Debian packages that provide them.
@@ -26,24 +52,55 @@ var scxBuildTools = map[string]string{
 	"xz":            "xz-utils",
 }
 
-// BuildScxSimple builds the kernel's own tools/sched_ext/scx_simple from
-// Debian's linux-source package against the BTF of k, and caches the
-// binary. The source is never copied into the repository: it is fetched
-// and built here, at test time.
+// BuildScxSimple builds the kernel's own tools/sched_ext/scx_simple; see
+// BuildScx.
 func BuildScxSimple(ctx context.Context, cacheDir string, k *Kernel, log io.Writer) (string, error) {
+	bins, err := BuildScx(ctx, cacheDir, k, []string{"scx_simple"}, log)
+	if err != nil {
+		return "", err
+	}
+	return bins["scx_simple"], nil
+}
+
+// BuildScx builds the named example schedulers of the kernel's
+// tools/sched_ext (scx_simple, scx_qmap, ...) from Debian's linux-source
+// package against the BTF of k, in one build, and caches the binaries. It
+// returns each one's host path. The source is never copied into the
+// repository: it is fetched and built here, at test time.
+func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, log io.Writer) (map[string]string, error) {
+	for _, n := range names {
+		if err := CheckScxName(n); err != nil {
+			return nil, err
+		}
+	}
 	if k.Vmlinux == "" {
-		return "", fmt.Errorf("scx_simple: no vmlinux with BTF for %s", k.Name)
+		return nil, fmt.Errorf("sched_ext examples: no vmlinux with BTF for %s", k.Name)
 	}
 	suite, series := sourceFor(k)
 	srcPkg := "linux-source-" + series
-	outDir := filepath.Join(cacheDir, "scx_simple", srcPkg+"--"+filepath.Base(k.Name))
-	bin := filepath.Join(outDir, "scx_simple")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
+	outDir := filepath.Join(cacheDir, "scx", srcPkg+"--"+filepath.Base(k.Name))
+	bins := map[string]string{}
+	var missing []string
+	for _, n := range names {
+		bins[n] = filepath.Join(outDir, n)
+		if _, err := os.Stat(bins[n]); err != nil {
+			missing = append(missing, n)
+		}
 	}
+	if len(missing) == 0 {
+		return bins, nil
+	}
+	// Build what was asked for, and the always-built ones not yet cached.
+	for _, n := range scxAlwaysBuilt {
+		if _, err := os.Stat(filepath.Join(outDir, n)); err != nil && !slices.Contains(missing, n) {
+			missing = append(missing, n)
+		}
+	}
+	sort.Strings(missing)
+	what := strings.Join(missing, " ")
 	for tool, pkg := range scxBuildTools {
 		if _, err := exec.LookPath(tool); err != nil {
-			return "", fmt.Errorf("scx_simple: %s not found: apt-get install %s libelf-dev zlib1g-dev", tool, pkg)
+			return nil, fmt.Errorf("%s: %s not found: apt-get install %s libelf-dev zlib1g-dev", what, tool, pkg)
 		}
 	}
 
@@ -52,18 +109,18 @@ func BuildScxSimple(ctx context.Context, cacheDir string, k *Kernel, log io.Writ
 	if _, err := os.Stat(filepath.Join(tree, "tools/sched_ext/Makefile")); err != nil {
 		a, err := newApt(ctx, cacheDir, suite)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		fmt.Fprintf(log, "hotlane vm: fetching %s from %s for scx_simple\n", srcPkg, suite)
+		fmt.Fprintf(log, "hotlane vm: fetching %s from %s for %s\n", srcPkg, suite, what)
 		if err := a.update(ctx); err != nil {
-			return "", err
+			return nil, err
 		}
 		deb, err := a.download(ctx, srcPkg)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if err := os.MkdirAll(srcDir, 0o755); err != nil {
-			return "", err
+			return nil, err
 		}
 		// Only the parts tools/sched_ext builds from (libbpf, bpftool,
 		// uapi headers) are unpacked from the 160 MB tarball.
@@ -72,34 +129,44 @@ func BuildScxSimple(ctx context.Context, cacheDir string, k *Kernel, log io.Writ
 		script := fmt.Sprintf("dpkg-deb --fsys-tarfile %q | tar -xOf - ./usr/src/%s.tar.xz | tar -xJf - -C %q %s",
 			deb, top, srcDir, strings.Join(quoteAll(parts), " "))
 		if out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("unpack %s: %v: %s", srcPkg, err, lastLines(string(out), 5))
+			return nil, fmt.Errorf("unpack %s: %v: %s", srcPkg, err, lastLines(string(out), 5))
+		}
+	}
+	for _, n := range missing {
+		if _, err := os.Stat(filepath.Join(tree, "tools/sched_ext", n+".bpf.c")); err != nil {
+			return nil, fmt.Errorf("%s has no tools/sched_ext/%s.bpf.c: that kernel does not ship %s", srcPkg, n, n)
 		}
 	}
 
-	fmt.Fprintf(log, "hotlane vm: building scx_simple from %s against %s (about a minute)\n", srcPkg, k.Name)
+	fmt.Fprintf(log, "hotlane vm: building %s from %s against %s (about a minute)\n", what, srcPkg, k.Name)
 	build := filepath.Join(srcDir, "build-"+filepath.Base(k.Name))
 	os.RemoveAll(build)
 	if err := os.MkdirAll(build, 0o755); err != nil {
-		return "", err
+		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, "make", "-C", filepath.Join(tree, "tools/sched_ext"), "-j2",
-		"O="+build, "CLANG=clang-19", "LLVM_STRIP=llvm-strip-19", "VMLINUX_BTF="+k.Vmlinux, "scx_simple")
-	out, err := cmd.CombinedOutput()
+	args := append([]string{"-C", filepath.Join(tree, "tools/sched_ext"), "-j2",
+		"O=" + build, "CLANG=clang-19", "LLVM_STRIP=llvm-strip-19", "VMLINUX_BTF=" + k.Vmlinux}, missing...)
+	out, err := exec.CommandContext(ctx, "make", args...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("build scx_simple: %v: %s", err, lastLines(string(out), 10))
+		return nil, fmt.Errorf("build %s: %v: %s", what, err, lastLines(string(out), 10))
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return "", err
+		return nil, err
 	}
-	built := filepath.Join(build, "build/bin/scx_simple")
-	data, err := os.ReadFile(built)
-	if err != nil {
-		return "", fmt.Errorf("build scx_simple: %w", err)
+	for _, n := range missing {
+		data, err := os.ReadFile(filepath.Join(build, "build/bin", n))
+		if err != nil {
+			return nil, fmt.Errorf("build %s: %w", n, err)
+		}
+		bin := filepath.Join(outDir, n)
+		if err := os.WriteFile(bin+".tmp", data, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(bin+".tmp", bin); err != nil {
+			return nil, err
+		}
 	}
-	if err := os.WriteFile(bin+".tmp", data, 0o755); err != nil {
-		return "", err
-	}
-	return bin, os.Rename(bin+".tmp", bin)
+	return bins, nil
 }
 
 var seriesRE = regexp.MustCompile(`-(\d+\.\d+)\.\d+\+deb`)

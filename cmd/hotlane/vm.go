@@ -39,7 +39,9 @@ func runVM(ctx context.Context, args []string) int {
 	retries := intFlag(fs, "retries", 0, 0, 10, "boot again, up to this many times, when the guest kernel crashes or dies without a result (see --mttcg)")
 	mttcg := fs.Bool("mttcg", false, "run each guest CPU on its own host thread: faster and needed for meaningful latencies, but qemu older than 10 then sometimes crashes the guest when the kernel patches live code")
 	results := fs.String("results", "", "copy the files the guest leaves in /results here (default: a new temporary directory)")
-	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple")
+	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple (the same as --scx scx_simple)")
+	var scx listFlag
+	fs.Var(&scx, "scx", "build one of the kernel's example schedulers ("+strings.Join(vm.ScxExamples, ", ")+") for the kernel and put it at /usr/bin/NAME (repeatable)")
 	printVmlinux := fs.Bool("print-vmlinux", false, "fetch the kernel, print the path of its uncompressed vmlinux (with BTF) and exit")
 	kernelLog := fs.Bool("kernel-log", false, "also show the guest kernel's messages, not only the command's output")
 	var add, env listFlag
@@ -58,6 +60,7 @@ Examples:
   hotlane vm -- doctor
   hotlane vm --kernel sid -- doctor --require sched_ext
   hotlane vm --scx-simple --add ./sched.test:/sched.test -- /sched.test -test.v
+  hotlane vm --scx scx_qmap -- /usr/bin/scx_qmap
 
 Flags:
 `)
@@ -65,6 +68,15 @@ Flags:
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code
+	}
+	for _, name := range scx {
+		if err := vm.CheckScxName(name); err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane vm: --scx %v\n", err)
+			return exitError
+		}
+	}
+	if *scxSimple {
+		scx = append(scx, "scx_simple")
 	}
 
 	k, err := vm.ResolveKernel(ctx, *cacheDir, *kernel, os.Stderr)
@@ -109,13 +121,15 @@ Flags:
 		}
 		cfg.Executables[guest] = host
 	}
-	if *scxSimple {
-		bin, err := vm.BuildScxSimple(ctx, *cacheDir, k, os.Stderr)
+	if len(scx) > 0 {
+		bins, err := vm.BuildScx(ctx, *cacheDir, k, scx, os.Stderr)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
 			return exitError
 		}
-		cfg.Executables[vm.ScxSimpleGuestPath] = bin
+		for name, bin := range bins {
+			cfg.Executables[vm.ScxGuestPath(name)] = bin
+		}
 	}
 	cfg.Console = os.Stdout
 	if !*kernelLog {

@@ -26,6 +26,13 @@ type Options struct {
 	Run string
 	// ScxSimple puts the upstream scx_simple at vm.ScxSimpleGuestPath.
 	ScxSimple bool
+	// Scx names more of the kernel's example schedulers (e.g. scx_qmap)
+	// to build and put at vm.ScxGuestPath(name).
+	Scx []string
+	// Executables maps guest paths to host programs to add with their
+	// shared libraries (e.g. "/usr/bin/cyclictest"); a host path without
+	// a slash is looked up in $PATH, and a missing one fails the test.
+	Executables map[string]string
 	// Kernel is a --kernel spec; empty means vm.DefaultKernel, or
 	// $HOTLANE_TEST_KERNEL when set.
 	Kernel  string
@@ -81,12 +88,28 @@ func RunGuestTests(t *testing.T, opts Options) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Minute
 	}
+	scx := opts.Scx
 	if opts.ScxSimple {
-		bin, err := vm.BuildScxSimple(ctx, cache, k, testWriter{t})
+		scx = append(scx, "scx_simple")
+	}
+	if len(scx) > 0 {
+		bins, err := vm.BuildScx(ctx, cache, k, scx, testWriter{t})
 		if err != nil {
-			t.Fatalf("scx_simple: %v", err)
+			t.Fatalf("sched_ext examples: %v", err)
 		}
-		cfg.Executables[vm.ScxSimpleGuestPath] = bin
+		for name, bin := range bins {
+			cfg.Executables[vm.ScxGuestPath(name)] = bin
+		}
+	}
+	for guest, host := range opts.Executables {
+		if !strings.Contains(host, "/") {
+			p, err := exec.LookPath(host)
+			if err != nil {
+				t.Fatalf("%s is not installed on the host (scripts/deps.sh installs it): %v", host, err)
+			}
+			host = p
+		}
+		cfg.Executables[guest] = host
 	}
 	res, err := vm.Run(ctx, cfg)
 	if res != nil {
