@@ -5,30 +5,36 @@
  *
  * Tasks are put in classes by the shared classifier (classify.bpf.h) using
  * the rule table the loader compiled from the policy. Classes marked high
- * priority ("inference") share one FIFO dispatch queue that every CPU
- * consumes first; all other classes share one weighted-vtime queue. Policy
- * decisions, in the order a task meets them:
+ * priority (the "lane", e.g. inference) share one FIFO dispatch queue that
+ * every CPU consumes first; all other classes share one weighted-vtime
+ * queue. Policy decisions, in the order a task meets them:
  *
  *  1. select_cpu: a waking task that finds an idle CPU is inserted straight
  *     into that CPU's local queue. No shared queue, no lock, no latency.
- *  2. enqueue: per-CPU kthreads go to their CPU's local queue and preempt
- *     whatever runs there: they are short and other work waits on them.
- *     High-priority tasks go to the high queue; if their class may preempt,
- *     a wake-up kicks a CPU for them (an idle one if any, else this CPU or
- *     the one whose lower-class task has run the longest). Other tasks go
- *     to the fair queue in vtime order, with at most one slice of banked
- *     credit and HL_MAX_DEBT slices of debt, stamped with the time they
- *     entered it; an idle CPU, if any, is kicked for them.
- *  3. dispatch: the high queue first, then the fair queue. When a fair
- *     task has waited starvation_ns while high-priority tasks are queued,
- *     a starvation guard gives the longest-waiting fair tasks (up to 8) a
- *     turn on this CPU, shielded from preemption, and kicks another CPU
- *     for the high queue; one turn at a time, at most one per
- *     starvation_ns: high-priority tasks saturating every CPU cannot
- *     starve any other, and the guard never holds more than one CPU.
- *  4. running/stopping: per-CPU bookkeeping for victim selection, and the
- *     vtime charge of fair tasks (time run, scaled by class and task
- *     weight).
+ *  2. enqueue: per-CPU kthreads go to their CPU's local queue; they preempt
+ *     fair work (other work waits on them) but never the lane. Lane tasks
+ *     go to the high queue; a lane wake-up kicks a CPU for itself (an idle
+ *     one if any, else this CPU or the one whose fair task has run the
+ *     longest, preempting it). Other tasks go to the fair queue in vtime
+ *     order, with at most one slice of banked credit and HL_MAX_DEBT slices
+ *     of debt; an idle CPU, if any, is kicked for them.
+ *  3. dispatch: the high queue first, then the fair queue. A lane task
+ *     whose slice ran out keeps its CPU while no other lane task waits:
+ *     the kernel asks dispatch before it requeues it, and pulling a fair
+ *     task then would make the lane wait a whole fair slice.
+ *     The starvation guard is per CPU: a CPU that has run no fair task for
+ *     starvation_ns while the lane kept it busy and fair tasks waited gives
+ *     the fair queue one short turn, shielded from lane preemption. The
+ *     turn goes by age, not vtime (the longest-waiting task, so wake-ups
+ *     with credit cannot keep a nice-19 task behind them), and only to a
+ *     task whose cpus_ptr holds this CPU and
+ *     that is not migration-disabled elsewhere: a pinned task can never
+ *     make the kernel eject the scheduler. It is triggered by the lane
+ *     taking the CPU, not by fair tasks waiting for each other, so an
+ *     oversubscribed machine with an idle lane never pays for it.
+ *  4. running/stopping: per-CPU bookkeeping for victim selection and the
+ *     guard, and the vtime charge of fair tasks (time run, scaled by class
+ *     and task weight) by the class the task ran as.
  *  5. cpu_online/cpu_offline: a CPU that comes or goes starts idle; with
  *     these, the kernel keeps the scheduler through CPU hotplug.
  *
@@ -61,23 +67,22 @@ struct hl_class {
 const volatile struct hl_class hl_classes[HL_MAX_CLASSES];
 const volatile u64 starvation_ns = 10ULL * 1000 * 1000;
 const volatile u32 nr_cpus = 1;
-/* The kernel's scheduler tick (1/HZ): a slice only ends on one. */
-const volatile u64 tick_ns = 4ULL * 1000 * 1000;
 /* Test knob, not a feature: call scx_bpf_error() after this many enqueues. */
 const volatile u64 debug_error_after = 0;
 
 /* The fair queue's clock: the largest vtime of a fair task that ran. */
 u64 vtime_now;
-/* When the starvation guard next needs to look: no fair task is overdue
- * before then, or the last turn is still running. */
-u64 guard_next_at;
 u64 nr_enqueues;
 
-/* Who runs on each CPU, for choosing a preemption victim. */
+/* Who runs on each CPU, for choosing a preemption victim and for the
+ * starvation guard. Each CPU writes only its own entry. */
 struct hl_cpu {
-	u64 started_at;
+	u64 started_at;	/* when the running task started */
+	u64 fair_at;	/* when this CPU last started a fair task, or found none waiting */
 	u32 busy;
-	u32 shielded;	/* a high-priority task, or a guard turn: no victim */
+	u32 shielded;	/* a lane task, or a guard turn: no victim */
+	u32 guard_turn;	/* the next fair task to run here is a guard turn */
+	u32 _pad;
 };
 
 struct {
@@ -96,6 +101,7 @@ struct hl_stats {
 	u64 idle_kicks;
 	u64 guard_dispatches;
 	u64 kthread_direct;
+	u64 lane_kept;	/* a lane task's slice ran out and it kept its CPU */
 };
 
 struct {
@@ -115,28 +121,21 @@ struct hl_exit_info {
 
 struct hl_exit_info exit_info;
 
-/* Per fair task, for the starvation guard. */
-struct hl_fair_wait {
-	u64 queued_at;	/* when it last entered the fair queue */
-	u32 guard_turn;	/* moved to a CPU by the guard, not yet running */
-	u32 _pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct hl_fair_wait);
-} fair_waits SEC(".maps");
-
-bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
 s32 scx_bpf_pick_idle_cpu(const struct cpumask *cpus_allowed, u64 flags) __ksym;
+bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
 
 static __always_inline struct hl_stats *stats_get(void)
 {
 	u32 zero = 0;
 
 	return bpf_map_lookup_elem(&stats, &zero);
+}
+
+static __always_inline struct hl_cpu *cpu_get(s32 cpu)
+{
+	u32 key = cpu;
+
+	return bpf_map_lookup_elem(&cpus, &key);
 }
 
 static __always_inline const volatile struct hl_class *class_get(u32 id)
@@ -149,25 +148,25 @@ static __always_inline bool is_percpu_kthread(struct task_struct *p)
 	return (p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1;
 }
 
-/* May p (or, if NULL, any high-priority task) preempt the task running on
- * cpu: a busy CPU, not running high priority or a guard turn? */
+/* May p (or, if NULL, any lane task) preempt the task running on cpu: a
+ * busy CPU, running neither the lane nor a guard turn? */
 static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu)
 {
 	struct hl_cpu *c;
 
 	if (cpu >= nr_cpus || (p && !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)))
 		return NULL;
-	c = bpf_map_lookup_elem(&cpus, &cpu);
+	c = cpu_get(cpu);
 	if (!c || !c->busy || c->shielded)
 		return NULL;
 	return c;
 }
 
 /*
- * Make a CPU pick up a high-priority task that just woke: an idle CPU if
- * there is one; else this CPU, when it runs a lower class, because a local
- * reschedule needs no IPI; else the allowed CPU whose lower-class task has
- * run the longest, since it has had the most of its share.
+ * Make a CPU pick up a lane task that just woke: an idle CPU if there is
+ * one; else this CPU, when it runs fair work, because a local reschedule
+ * needs no IPI; else the allowed CPU whose fair task has run the longest,
+ * since it has had the most of its share.
  */
 static void kick_for(struct task_struct *p, struct hl_stats *st)
 {
@@ -237,7 +236,8 @@ int hl_enqueue(u64 *ctx)
 	u32 cls = hl_classify(p);
 	const volatile struct hl_class *c = class_get(cls);
 	struct hl_stats *st = stats_get();
-	struct hl_fair_wait *w;
+	struct hl_task_class *tc;
+	struct hl_cpu *on;
 	u64 vtime, n;
 	s32 idle;
 
@@ -250,8 +250,17 @@ int hl_enqueue(u64 *ctx)
 	if (st && cls < HL_MAX_CLASSES)
 		st->enqueued[cls]++;
 
+	/*
+	 * A per-CPU kthread can run nowhere else, so it goes to its own CPU's
+	 * local queue (enqueue runs on that CPU's runqueue). It preempts fair
+	 * work, which often waits on it (kworkers, ksoftirqd), but not the
+	 * lane or a guard turn: it runs when their slice ends.
+	 */
 	if (is_percpu_kthread(p)) {
-		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, enq_flags | HL_ENQ_PREEMPT);
+		on = cpu_get(scx_bpf_task_cpu(p));
+		if (!on || !on->shielded)
+			enq_flags |= HL_ENQ_PREEMPT;
+		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, enq_flags);
 		if (st)
 			st->kthread_direct++;
 		return 0;
@@ -259,8 +268,8 @@ int hl_enqueue(u64 *ctx)
 
 	if (c->high_priority) {
 		hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
-		/* Only wake-ups kick: a task whose slice ran out is requeued on
-		 * its own CPU, which serves the high queue first anyway. */
+		/* Only wake-ups kick: a task requeued after its slice finds
+		 * every CPU serving the high queue first anyway. */
 		if (c->preempt && (enq_flags & HL_ENQ_WAKEUP))
 			kick_for(p, st);
 		return 0;
@@ -269,24 +278,17 @@ int hl_enqueue(u64 *ctx)
 	/*
 	 * Credit for time spent sleeping is capped at one slice, and debt at
 	 * HL_MAX_DEBT slices: a very low weight (nice 19 is 1/100 of nice 0)
-	 * would otherwise put a task so far ahead in vtime that, while the
-	 * starvation guard is all the fair queue gets, it never reaches the
-	 * head before the watchdog fires.
+	 * would otherwise put a task so far behind in vtime that, while guard
+	 * turns are all the fair queue gets, it never reaches the head.
 	 */
 	vtime = p->scx.dsq_vtime;
 	if ((s64)(vtime - (vtime_now - c->slice_ns)) < 0)
 		vtime = vtime_now - c->slice_ns;
 	if ((s64)(vtime - (vtime_now + HL_MAX_DEBT * c->slice_ns)) > 0)
 		vtime = vtime_now + HL_MAX_DEBT * c->slice_ns;
-	/* Without storage (out of memory) the guard sees no stamp and takes
-	 * the task for the longest waiting: served early, never starved. */
-	w = bpf_task_storage_get(&fair_waits, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (w) {
-		w->queued_at = bpf_ktime_get_ns();
-		/* A guard turn it never started (it left the CPU's queue
-		 * first) must not shield its next ordinary run. */
-		w->guard_turn = 0;
-	}
+	tc = bpf_task_storage_get(&hl_task_classes, p, NULL, 0);
+	if (tc)
+		tc->queued_at = bpf_ktime_get_ns();
 	hl_dsq_insert_vtime(p, HL_DSQ_FAIR, c->slice_ns, vtime, enq_flags);
 
 	/* A queued task must not wait while a CPU idles. */
@@ -296,102 +298,16 @@ int hl_enqueue(u64 *ctx)
 	return 0;
 }
 
-#define HL_GUARD_BATCH 8
-
-/*
- * The guard's scratch: the longest-waiting task found by a walk of the fair
- * queue. It lives in a per-CPU map, not in registers or on the stack: the
- * verifier tracks those exactly, so a value that changes as the walk goes
- * gives it a new state per step and the walk never converges; map values
- * it does not track.
- */
-struct hl_guard_scan {
-	u64 oldest_at;
-	s32 pid;
-	u32 found;
-	u32 overdue;	/* tasks that have waited starvation_ns */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct hl_guard_scan);
-} guard_scans SEC(".maps");
-
-/* Without storage (out of memory) a task has no stamp: it counts as the
- * longest waiting, so it is served early, never starved. */
-static __always_inline u64 queued_at(struct task_struct *p)
+/* The task's class cache entry, which also records the class it ran as. */
+static __always_inline struct hl_task_class *task_class(struct task_struct *p)
 {
-	struct hl_fair_wait *w = bpf_task_storage_get(&fair_waits, p, NULL, 0);
-
-	return w ? w->queued_at : 0;
+	return bpf_task_storage_get(&hl_task_classes, p, NULL, 0);
 }
 
-/*
- * The guard works by age, not vtime: while guard turns are all the fair
- * queue gets, tasks that wake with a slice of credit would keep landing
- * ahead of one that ran up debt. guard_find() walks the fair queue for the
- * longest-waiting task and counts the overdue ones (a task queued on
- * another CPU after now was read has a stamp after now: signed compares).
- */
-static __always_inline void guard_find(struct hl_guard_scan *sc, u64 now)
+/* Make a CPU other than this one, running neither the lane nor a guard
+ * turn, pick up the high queue while this one serves the guard. */
+static void kick_for_high_queue(s32 self)
 {
-	struct bpf_iter_scx_dsq it;
-	struct task_struct *p;
-	u64 at;
-
-	sc->found = 0;
-	sc->overdue = 0;
-	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_FAIR, 0) == 0) {
-		while ((p = bpf_iter_scx_dsq_next(&it))) {
-			at = queued_at(p);
-			if ((s64)(now - at) >= (s64)starvation_ns)
-				sc->overdue++;
-			if (!sc->found || at < sc->oldest_at) {
-				sc->found = 1;
-				sc->oldest_at = at;
-				sc->pid = p->pid;
-			}
-		}
-	}
-	bpf_iter_scx_dsq_destroy(&it);
-}
-
-/* Move the task guard_find() found to this CPU for turn_ns, marked so that
- * running shields it from preemption. The move needs the iterator that
- * yields the task, so this walks again. */
-static __always_inline bool guard_move(struct hl_guard_scan *sc, u64 turn_ns)
-{
-	struct bpf_iter_scx_dsq it;
-	struct hl_fair_wait *w;
-	struct task_struct *p;
-	bool moved = false;
-
-	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_FAIR, 0) == 0) {
-		while ((p = bpf_iter_scx_dsq_next(&it))) {
-			if (p->pid != sc->pid)
-				continue;
-			hl_dsq_move_set_slice(&it, turn_ns);
-			moved = hl_dsq_move(&it, p, HL_DSQ_LOCAL, 0);
-			if (moved) {
-				w = bpf_task_storage_get(&fair_waits, p, NULL, 0);
-				if (w)
-					w->guard_turn = 1;
-			}
-			break;
-		}
-	}
-	bpf_iter_scx_dsq_destroy(&it);
-	return moved;
-}
-
-/* Make a CPU other than this one, running neither high priority nor a
- * guard turn, pick up the high queue while this one serves the guard. */
-static void kick_for_high_queue(void)
-{
-	u32 self = bpf_get_smp_processor_id();
-
 	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
 		if (i >= nr_cpus)
 			break;
@@ -402,76 +318,162 @@ static void kick_for_high_queue(void)
 	}
 }
 
-/*
- * The starvation guard, called while high-priority tasks are queued. If a
- * fair task has waited starvation_ns, the longest-waiting ones, oldest
- * first and up to HL_GUARD_BATCH of those overdue, move to this CPU and
- * share starvation_ns / 2, and another CPU is kicked for the high queue.
- * A slice only ends on a tick, so each takes at least a tick, and the next
- * turn waits for this one to end: one CPU at most serves the guard, and
- * then for at most half the time unless ticks are coarse. Returns how many
- * tasks moved.
- */
-static u32 guard(u64 now)
+#define HL_GUARD_SCAN 64 /* fair tasks one guard turn looks at, at most */
+
+/* Can p be moved to this CPU's local queue? A task outside its cpus_ptr
+ * (taskset, cpusets) or migration-disabled on another CPU would make the
+ * kernel eject the scheduler. */
+static __always_inline bool may_run_here(struct task_struct *p, s32 self)
 {
+	if (!bpf_cpumask_test_cpu(self, p->cpus_ptr))
+		return false;
+	return !p->migration_disabled || scx_bpf_task_cpu(p) == self;
+}
+
+/* Without storage (out of memory) a task has no stamp: it counts as the
+ * longest waiting, so it is served early, never starved. */
+static __always_inline u64 queued_at(struct task_struct *p)
+{
+	struct hl_task_class *tc = task_class(p);
+
+	return tc ? tc->queued_at : 0;
+}
+
+/*
+ * The guard's scratch: the longest-waiting task a walk of the fair queue
+ * found. It lives in a per-CPU map, not in registers or on the stack: the
+ * verifier tracks those exactly, so a value that changes as the walk goes
+ * gives it a new state per step and the walk never converges; map values
+ * it does not track.
+ */
+struct hl_guard_scan {
+	u64 oldest_at;
+	s32 pid;
+	u32 found;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct hl_guard_scan);
+} guard_scans SEC(".maps");
+
+/*
+ * A guard turn goes to the longest-waiting fair task that may run here, by
+ * age, not vtime: while guard turns are all the fair queue gets, wake-ups
+ * with a slice of credit would keep landing ahead of a task that ran up
+ * debt (nice 19), and tasks that keep waking would keep becoming overdue
+ * ahead of it. One walk finds it and another moves it (a move needs the
+ * iterator that yields the task), each over at most HL_GUARD_SCAN tasks,
+ * at most once per starvation_ns per CPU and only while the lane keeps
+ * this CPU.
+ */
+static __always_inline bool guard_serve(s32 self)
+{
+	struct bpf_iter_scx_dsq it;
 	struct hl_guard_scan *sc;
-	struct hl_stats *st;
-	u32 zero = 0, moved = 0, n;
-	u64 turn_ns;
+	struct task_struct *p;
+	bool moved = false;
+	u32 zero = 0, seen = 0;
+	u64 at;
 
 	sc = bpf_map_lookup_elem(&guard_scans, &zero);
 	if (!sc)
-		return 0;
-	guard_find(sc, now);
-	if (!sc->found) {
-		guard_next_at = now + starvation_ns;
-		return 0;
-	}
-	if ((s64)(now - sc->oldest_at) < (s64)starvation_ns) {
-		guard_next_at = sc->oldest_at + starvation_ns;
-		return 0;
-	}
-	n = sc->overdue < HL_GUARD_BATCH ? sc->overdue : HL_GUARD_BATCH;
-	turn_ns = starvation_ns / 2 / (n ?: 1);
-	if (turn_ns < tick_ns)
-		turn_ns = tick_ns;
-	for (u32 i = 0; i < HL_GUARD_BATCH && i < n; i++) {
-		if (i > 0) {
-			guard_find(sc, now);
-			if (!sc->found || (s64)(now - sc->oldest_at) < (s64)starvation_ns)
+		return false;
+	sc->found = 0;
+	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_FAIR, 0) == 0) {
+		while ((p = bpf_iter_scx_dsq_next(&it))) {
+			if (++seen > HL_GUARD_SCAN)
 				break;
+			if (!may_run_here(p, self))
+				continue;
+			at = queued_at(p);
+			if (!sc->found || at < sc->oldest_at) {
+				sc->found = 1;
+				sc->oldest_at = at;
+				sc->pid = p->pid;
+			}
 		}
-		/* A task that left the queue meanwhile is not moved; the next
-		 * walk finds the next oldest. */
-		if (guard_move(sc, turn_ns))
-			moved++;
 	}
-	if (!moved)
-		return 0;
-	guard_next_at = now + (moved * turn_ns > starvation_ns ? moved * turn_ns : starvation_ns);
-	kick_for_high_queue();
-	st = stats_get();
-	if (st)
-		st->guard_dispatches += moved;
+	bpf_iter_scx_dsq_destroy(&it);
+	if (!sc->found)
+		return false;
+
+	seen = 0;
+	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_FAIR, 0) == 0) {
+		while ((p = bpf_iter_scx_dsq_next(&it))) {
+			if (++seen > HL_GUARD_SCAN)
+				break;
+			if (p->pid != sc->pid)
+				continue;
+			/* Checked again: the walks do not hold the queue. */
+			if (may_run_here(p, self))
+				moved = hl_dsq_move(&it, p, HL_DSQ_LOCAL, 0);
+			break;
+		}
+	}
+	bpf_iter_scx_dsq_destroy(&it);
 	return moved;
+}
+
+/* Is prev a lane task the kernel is about to requeue (still runnable, its
+ * slice used up)? Only tasks of ours carry SCX_TASK_QUEUED. */
+static __always_inline bool lane_prev(struct task_struct *prev)
+{
+	return prev && (prev->scx.flags & HL_TASK_QUEUED) && class_get(hl_classify(prev))->high_priority;
 }
 
 SEC("struct_ops/hl_dispatch")
 int hl_dispatch(u64 *ctx)
 {
-	u64 now = bpf_ktime_get_ns(), next = guard_next_at;
+	s32 self = ctx[0];
+	struct task_struct *prev = (void *)ctx[1];
+	struct hl_cpu *c = cpu_get(self);
+	u64 now = bpf_ktime_get_ns();
+	bool fair_waits = scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0;
+	bool lane_waits = scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0;
+	bool keep_prev = !lane_waits && lane_prev(prev);
+	struct hl_stats *st;
+
+	if (!c)
+		return 0;
+	/* Nobody waits for a fair turn: this CPU owes the fair queue nothing. */
+	if (!fair_waits)
+		c->fair_at = now;
 
 	/*
-	 * The guard only matters when the high queue would go first. The CPU
-	 * that moves guard_next_at on takes the turn: two CPUs dispatching at
-	 * once cannot both start one.
+	 * The starvation guard. This CPU has given the lane starvation_ns
+	 * without running a fair task while fair tasks waited: the fair queue
+	 * gets one turn here, shielded at running. The kernel's consume path
+	 * skips tasks that may not run on this CPU, and the lane keeps every
+	 * other CPU, so someone is kicked to take the lane from a fair task.
 	 */
-	if (now >= next && scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0 && scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 &&
-	    __sync_val_compare_and_swap(&guard_next_at, next, now + starvation_ns) == next &&
-	    guard(now))
+	if (fair_waits && (lane_waits || keep_prev) && now - c->fair_at >= starvation_ns &&
+	    guard_serve(self)) {
+		c->guard_turn = 1;
+		c->fair_at = now;
+		if (lane_waits)
+			kick_for_high_queue(self);
+		st = stats_get();
+		if (st)
+			st->guard_dispatches++;
 		return 0;
-	if (hl_dsq_move_to_local(HL_DSQ_HIGH))
+	}
+	if (lane_waits && hl_dsq_move_to_local(HL_DSQ_HIGH))
 		return 0;
+	/*
+	 * A lane task whose slice ran out and no other lane task waits: it
+	 * keeps the CPU with a new slice. Returning without one would let the
+	 * kernel requeue it behind whatever the fair queue gave this CPU.
+	 */
+	if (keep_prev) {
+		prev->scx.slice = class_get(hl_classify(prev))->slice_ns;
+		st = stats_get();
+		if (st)
+			st->lane_kept++;
+		return 0;
+	}
 	hl_dsq_move_to_local(HL_DSQ_FAIR);
 	return 0;
 }
@@ -480,31 +482,41 @@ SEC("struct_ops/hl_running")
 int hl_running(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
-	u32 cls = hl_classify(p), key = bpf_get_smp_processor_id();
+	u32 cls = hl_classify(p);
 	const volatile struct hl_class *c = class_get(cls);
+	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
 	struct hl_stats *st = stats_get();
-	struct hl_cpu *cpu = bpf_map_lookup_elem(&cpus, &key);
+	struct hl_task_class *tc = task_class(p);
 	u64 now = bpf_ktime_get_ns();
-	struct hl_fair_wait *w;
+	u64 turn;
 
-	if (cpu) {
-		cpu->started_at = now;
-		cpu->busy = 1;
-		cpu->shielded = c->high_priority;
-	}
+	if (tc)
+		tc->ran_as = cls;
 	if (st && cls < HL_MAX_CLASSES)
 		st->dispatched[cls]++;
-	if (!c->high_priority) {
-		if ((s64)(p->scx.dsq_vtime - vtime_now) > 0)
-			vtime_now = p->scx.dsq_vtime;
-		/* A guard turn runs to its end: a wake-up that preempted it at
-		 * once would make the guard's service worthless. */
-		w = bpf_task_storage_get(&fair_waits, p, NULL, 0);
-		if (w && w->guard_turn) {
-			w->guard_turn = 0;
-			if (cpu)
-				cpu->shielded = 1;
-		}
+	if (!cpu)
+		return 0;
+	cpu->started_at = now;
+	cpu->busy = 1;
+	cpu->shielded = c->high_priority;
+	if (c->high_priority)
+		return 0;
+
+	cpu->fair_at = now;
+	if ((s64)(p->scx.dsq_vtime - vtime_now) > 0)
+		vtime_now = p->scx.dsq_vtime;
+	/*
+	 * A guard turn runs to its end, shielded: a lane wake-up that
+	 * preempted it at once would make the guard worthless. It is short
+	 * (half the starvation bound, though a slice only ends on a tick), so
+	 * the lane keeps most of a CPU it saturates.
+	 */
+	if (cpu->guard_turn) {
+		cpu->guard_turn = 0;
+		cpu->shielded = 1;
+		turn = starvation_ns / 2;
+		if (turn < p->scx.slice)
+			p->scx.slice = turn;
 	}
 	return 0;
 }
@@ -513,20 +525,29 @@ SEC("struct_ops/hl_stopping")
 int hl_stopping(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
-	u32 cls = hl_classify(p), key = bpf_get_smp_processor_id();
-	const volatile struct hl_class *c = class_get(cls);
-	struct hl_cpu *cpu = bpf_map_lookup_elem(&cpus, &key);
-	u64 now = bpf_ktime_get_ns(), used, weight;
+	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
+	struct hl_task_class *tc = task_class(p);
+	const volatile struct hl_class *c;
+	u64 used, weight;
+	u32 cls;
 
+	/*
+	 * Classify again: a task that renamed itself or changed cgroup while
+	 * running and now blocks shows its new class while it sleeps (the
+	 * cache check is a few plain loads). It is charged as the class it
+	 * ran as.
+	 */
+	cls = hl_classify(p);
 	if (!cpu)
 		return 0;
 	cpu->busy = 0;
+	c = class_get(tc ? tc->ran_as : cls);
 	if (c->high_priority)
 		return 0;
 
 	/* Charge the time run (a guard turn may be shorter than the class's
 	 * slice), scaled down by class weight and nice weight. */
-	used = now - cpu->started_at;
+	used = bpf_ktime_get_ns() - cpu->started_at;
 	weight = (u64)(c->weight ?: 1) * (p->scx.weight ?: 1);
 	hl_set_dsq_vtime(p, p->scx.dsq_vtime + used * 100 * 100 / weight);
 	return 0;
@@ -557,6 +578,7 @@ static __always_inline void cpu_reset(s32 cpu)
 	if (c) {
 		c->busy = 0;
 		c->shielded = 0;
+		c->guard_turn = 0;
 	}
 }
 

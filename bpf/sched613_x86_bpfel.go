@@ -17,7 +17,6 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	Sched613MapCpus                      = "cpus"
-	Sched613MapFairWaits                 = "fair_waits"
 	Sched613MapGuardScans                = "guard_scans"
 	Sched613MapHlTaskClasses             = "hl_task_classes"
 	Sched613MapHotlaneOps                = "hotlane_ops"
@@ -34,7 +33,6 @@ const (
 	Sched613ProgHlStopping               = "hl_stopping"
 	Sched613VarDebugErrorAfter           = "debug_error_after"
 	Sched613VarExitInfo                  = "exit_info"
-	Sched613VarGuardNextAt               = "guard_next_at"
 	Sched613VarHlClasses                 = "hl_classes"
 	Sched613VarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	Sched613VarHlNrClasses               = "hl_nr_classes"
@@ -43,7 +41,6 @@ const (
 	Sched613VarNrCpus                    = "nr_cpus"
 	Sched613VarNrEnqueues                = "nr_enqueues"
 	Sched613VarStarvationNs              = "starvation_ns"
-	Sched613VarTickNs                    = "tick_ns"
 	Sched613VarVtimeNow                  = "vtime_now"
 )
 
@@ -106,7 +103,6 @@ type Sched613ProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched613MapSpecs struct {
 	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
-	FairWaits     *ebpf.MapSpec `ebpf:"fair_waits"`
 	GuardScans    *ebpf.MapSpec `ebpf:"guard_scans"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
@@ -119,7 +115,6 @@ type Sched613MapSpecs struct {
 type Sched613VariableSpecs struct {
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
-	GuardNextAt               *ebpf.VariableSpec `ebpf:"guard_next_at"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
@@ -128,7 +123,6 @@ type Sched613VariableSpecs struct {
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
-	TickNs                    *ebpf.VariableSpec `ebpf:"tick_ns"`
 	VtimeNow                  *ebpf.VariableSpec `ebpf:"vtime_now"`
 }
 
@@ -153,7 +147,6 @@ func (o *Sched613Objects) Close() error {
 // It can be passed to LoadSched613Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched613Maps struct {
 	Cpus          *ebpf.Map `ebpf:"cpus"`
-	FairWaits     *ebpf.Map `ebpf:"fair_waits"`
 	GuardScans    *ebpf.Map `ebpf:"guard_scans"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
@@ -163,7 +156,6 @@ type Sched613Maps struct {
 func (m *Sched613Maps) Close() error {
 	return _Sched613Close(
 		m.Cpus,
-		m.FairWaits,
 		m.GuardScans,
 		m.HlTaskClasses,
 		m.HotlaneOps,
@@ -177,7 +169,6 @@ func (m *Sched613Maps) Close() error {
 type Sched613Variables struct {
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
-	GuardNextAt               *ebpf.Variable `ebpf:"guard_next_at"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
@@ -186,7 +177,6 @@ type Sched613Variables struct {
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
-	TickNs                    *ebpf.Variable `ebpf:"tick_ns"`
 	VtimeNow                  *ebpf.Variable `ebpf:"vtime_now"`
 }
 

@@ -17,7 +17,6 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	Sched700MapCpus                      = "cpus"
-	Sched700MapFairWaits                 = "fair_waits"
 	Sched700MapGuardScans                = "guard_scans"
 	Sched700MapHlTaskClasses             = "hl_task_classes"
 	Sched700MapHotlaneOps                = "hotlane_ops"
@@ -34,7 +33,6 @@ const (
 	Sched700ProgHlStopping               = "hl_stopping"
 	Sched700VarDebugErrorAfter           = "debug_error_after"
 	Sched700VarExitInfo                  = "exit_info"
-	Sched700VarGuardNextAt               = "guard_next_at"
 	Sched700VarHlClasses                 = "hl_classes"
 	Sched700VarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	Sched700VarHlNrClasses               = "hl_nr_classes"
@@ -43,7 +41,6 @@ const (
 	Sched700VarNrCpus                    = "nr_cpus"
 	Sched700VarNrEnqueues                = "nr_enqueues"
 	Sched700VarStarvationNs              = "starvation_ns"
-	Sched700VarTickNs                    = "tick_ns"
 	Sched700VarVtimeNow                  = "vtime_now"
 )
 
@@ -106,7 +103,6 @@ type Sched700ProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched700MapSpecs struct {
 	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
-	FairWaits     *ebpf.MapSpec `ebpf:"fair_waits"`
 	GuardScans    *ebpf.MapSpec `ebpf:"guard_scans"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
@@ -119,7 +115,6 @@ type Sched700MapSpecs struct {
 type Sched700VariableSpecs struct {
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
-	GuardNextAt               *ebpf.VariableSpec `ebpf:"guard_next_at"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
@@ -128,7 +123,6 @@ type Sched700VariableSpecs struct {
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
-	TickNs                    *ebpf.VariableSpec `ebpf:"tick_ns"`
 	VtimeNow                  *ebpf.VariableSpec `ebpf:"vtime_now"`
 }
 
@@ -153,7 +147,6 @@ func (o *Sched700Objects) Close() error {
 // It can be passed to LoadSched700Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched700Maps struct {
 	Cpus          *ebpf.Map `ebpf:"cpus"`
-	FairWaits     *ebpf.Map `ebpf:"fair_waits"`
 	GuardScans    *ebpf.Map `ebpf:"guard_scans"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
@@ -163,7 +156,6 @@ type Sched700Maps struct {
 func (m *Sched700Maps) Close() error {
 	return _Sched700Close(
 		m.Cpus,
-		m.FairWaits,
 		m.GuardScans,
 		m.HlTaskClasses,
 		m.HotlaneOps,
@@ -177,7 +169,6 @@ func (m *Sched700Maps) Close() error {
 type Sched700Variables struct {
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
-	GuardNextAt               *ebpf.Variable `ebpf:"guard_next_at"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
@@ -186,7 +177,6 @@ type Sched700Variables struct {
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
-	TickNs                    *ebpf.Variable `ebpf:"tick_ns"`
 	VtimeNow                  *ebpf.Variable `ebpf:"vtime_now"`
 }
 

@@ -7,10 +7,8 @@ import (
 	"github.com/hotlane/hotlane/policy"
 )
 
-// The bound counts each part of the guard's worst case: a coarse tick
-// makes the turn cost a tick per task and delays the next turn until it
-// ends, a fine one leaves it at half the starvation bound; the longest
-// high-priority slice counts, not the normal class's.
+// The bound is GuardBatch turns, each at most the starvation bound plus
+// the longest high-priority slice (not the normal class's) plus a tick.
 func TestGuardedWaitBound(t *testing.T) {
 	p := policy.Default("infer")
 	p.Classes[0].Slice = 3 * time.Millisecond
@@ -22,12 +20,12 @@ func TestGuardedWaitBound(t *testing.T) {
 	for _, tc := range []struct {
 		starvation, tick, want time.Duration
 	}{
-		// B = max(5ms, 8x4ms) = 32ms: 10ms + max(10ms, B) + B + 3ms + 4ms
-		{10 * time.Millisecond, 4 * time.Millisecond, 81 * time.Millisecond},
-		// B = max(5ms, 8x100µs) = 5ms: 10ms + 10ms + B + 3ms + 100µs
-		{10 * time.Millisecond, 100 * time.Microsecond, 28100 * time.Microsecond},
-		// 0 is the default bound (10ms); B = 8ms: 10ms + 10ms + B + 3ms + 1ms
-		{0, time.Millisecond, 32 * time.Millisecond},
+		// 8 x (10ms + 3ms + 4ms)
+		{10 * time.Millisecond, 4 * time.Millisecond, 136 * time.Millisecond},
+		// 8 x (10ms + 3ms + 100µs)
+		{10 * time.Millisecond, 100 * time.Microsecond, 104800 * time.Microsecond},
+		// 0 is the default bound (10ms): 8 x (10ms + 3ms + 1ms)
+		{0, time.Millisecond, 112 * time.Millisecond},
 	} {
 		got := Config{Table: table, Starvation: tc.starvation}.GuardedWaitBound(tc.tick)
 		if got != tc.want {

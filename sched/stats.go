@@ -19,6 +19,7 @@ type statsRecord struct {
 	IdleKicks       uint64
 	GuardDispatches uint64
 	KthreadDirect   uint64
+	LaneKept        uint64
 }
 
 // ClassStats are one class's counters.
@@ -38,6 +39,9 @@ type Stats struct {
 	IdleKicks       uint64       `json:"idle_kicks"`
 	GuardDispatches uint64       `json:"starvation_guard_dispatches"`
 	KthreadDirect   uint64       `json:"kthread_direct"`
+	// LaneKept counts lane tasks whose slice ran out while no other lane
+	// task waited: they kept their CPU instead of queueing behind fair work.
+	LaneKept uint64 `json:"lane_kept"`
 	// ClassifyUncached counts classifications that could not be cached
 	// (task storage unavailable): those tasks were classified afresh,
 	// correctly but at a higher cost.
@@ -61,6 +65,7 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.IdleKicks += r.IdleKicks
 		sum.GuardDispatches += r.GuardDispatches
 		sum.KthreadDirect += r.KthreadDirect
+		sum.LaneKept += r.LaneKept
 	}
 	st := sum.stats(s.classes, time.Now())
 	if err := s.coll.Variables["hl_classify_storage_failures"].Get(&st.ClassifyUncached); err != nil {
@@ -76,6 +81,7 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		IdleKicks:       r.IdleKicks,
 		GuardDispatches: r.GuardDispatches,
 		KthreadDirect:   r.KthreadDirect,
+		LaneKept:        r.LaneKept,
 	}
 	for i, name := range classes {
 		st.Classes = append(st.Classes, ClassStats{Class: name, Enqueued: r.Enqueued[i], Dispatched: r.Dispatched[i], DirectIdle: r.DirectIdle[i]})
@@ -99,6 +105,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.IdleKicks -= prev.IdleKicks
 	d.GuardDispatches -= prev.GuardDispatches
 	d.KthreadDirect -= prev.KthreadDirect
+	d.LaneKept -= prev.LaneKept
 	d.ClassifyUncached -= prev.ClassifyUncached
 	return d
 }
@@ -110,7 +117,7 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect)
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

@@ -16,7 +16,8 @@ type taskClassRecord struct {
 	Policy   uint32
 	ClassID  uint32
 	Valid    uint32
-	_        uint32
+	RanAs    uint32 // the class the scheduler last ran it as
+	QueuedAt uint64 // when it last entered the fair queue (ns, CLOCK_MONOTONIC)
 }
 
 // ErrTaskNotClassified means the scheduler has not seen the task yet.

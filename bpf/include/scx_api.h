@@ -40,6 +40,7 @@ s32 scx_bpf_dsq_nr_queued(u64 dsq_id) __ksym;
 s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
 			   bool *is_idle) __ksym;
 void scx_bpf_kick_cpu(s32 cpu, u64 flags) __ksym;
+s32 scx_bpf_task_cpu(const struct task_struct *p) __ksym;
 void scx_bpf_error_bstr(char *fmt, unsigned long long *data, u32 data__sz) __ksym;
 
 /*
@@ -118,6 +119,7 @@ void scx_bpf_dsq_move_set_slice(struct bpf_iter_scx_dsq *it__iter, u64 slice) __
 #define HL_KICK_IDLE	HL_ENUM(scx_kick_flags, SCX_KICK_IDLE)
 #define HL_ENQ_WAKEUP	HL_ENUM(scx_enq_flags, SCX_ENQ_WAKEUP)
 #define HL_ENQ_PREEMPT	HL_ENUM(scx_enq_flags, SCX_ENQ_PREEMPT)
+#define HL_TASK_QUEUED	HL_ENUM(scx_ent_flags, SCX_TASK_QUEUED)
 
 /*
  * scx_bpf_error() with up to three arguments: the kfunc takes the format

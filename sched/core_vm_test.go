@@ -1,0 +1,311 @@
+package sched_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/sched"
+	"github.com/hotlane/hotlane/verify"
+)
+
+// spinEnv makes a re-executed test binary spin on the CPU until killed.
+const spinEnv = "HOTLANE_TEST_SPIN"
+
+func init() {
+	if os.Getenv(spinEnv) == "1" {
+		var n uint64
+		for {
+			n++
+		}
+	}
+}
+
+// cpuTimeOf is a process's user+system CPU time in clock ticks, from
+// /proc/PID/stat: the progress of a process whose counters we cannot see.
+func cpuTimeOf(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the parenthesised comm; utime and stime are 14 and 15.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	return utime + stime
+}
+
+// cpusetCgroup makes a cgroup v2 child with cpuset.cpus = cpus and moves
+// the process pid into it.
+func cpusetCgroup(t *testing.T, name, cpus string, pid int) {
+	t.Helper()
+	root := "/sys/fs/cgroup"
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpuset"), 0o644); err != nil {
+		t.Fatalf("enable the cpuset controller: %v", err)
+	}
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(cpus), 0o644); err != nil {
+		t.Fatalf("cpuset.cpus = %s: %v", cpus, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatalf("move %d into %s: %v", pid, dir, err)
+	}
+}
+
+// Tasks pinned to each CPU, by sched_setaffinity (taskset) and by a cpuset
+// cgroup, while lane tasks spin on every CPU. The starvation guard hands
+// them turns; it must never move one to a CPU it may not run on (the
+// kernel ejects a scheduler that does: "SCX_DSQ_LOCAL[_ON] target CPU N not
+// allowed"), each must keep running, and the tracer must see every one of
+// their waits within the bound hotlane promises.
+func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
+	requireFaultBoot(t)
+	const run = 60 * time.Second
+	ncpu := runtime.NumCPU()
+	if ncpu < 2 {
+		t.Skip("needs two CPUs to pin tasks apart")
+	}
+	table, err := policy.Default("infer").Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick, err := sched.Tick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sched.Config{Timeout: sched.DefaultTimeout}
+	bound := sched.Config{Table: table}.GuardedWaitBound(tick)
+	s := load(t, policy.Default("infer"), cfg)
+	start, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+
+	var spin []string
+	for range ncpu {
+		spin = append(spin, "infer-spin")
+	}
+	spinners := startHogs(t, 0, spin...)
+	defer spinners.stop()
+
+	// One thread pinned to each CPU with sched_setaffinity, doing a round
+	// of work every 10 ms.
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer moreProcs(ncpu)()
+	rounds := make([]atomic.Int64, ncpu)
+	errs := make(chan error, ncpu)
+	tids := make([]atomic.Int64, ncpu)
+	for cpu := range ncpu {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := lockThread(fmt.Sprintf("pinned-%d", cpu), 0); err != nil {
+				errs <- err
+				return
+			}
+			var set unix.CPUSet
+			set.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				errs <- fmt.Errorf("pin to CPU %d: %w", cpu, err)
+				return
+			}
+			tids[cpu].Store(int64(unix.Gettid()))
+			for ctx.Err() == nil {
+				ts := unix.NsecToTimespec((10 * time.Millisecond).Nanoseconds())
+				unix.Nanosleep(&ts, nil)
+				for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
+				}
+				rounds[cpu].Add(1)
+			}
+		}()
+	}
+
+	// A process confined to the last CPU by a cpuset cgroup, spinning.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(self, "-test.run=^$")
+	child.Env = append(os.Environ(), spinEnv+"=1")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	cpusetCgroup(t, "hotlane-pinned", strconv.Itoa(ncpu-1), child.Process.Pid)
+	childStart := cpuTimeOf(t, child.Process.Pid)
+
+	<-ctx.Done()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	childCPU := cpuTimeOf(t, child.Process.Pid) - childStart
+	spinners.stop()
+	tr.Stop()
+	snap, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := end.Sub(start)
+	t.Logf("%s of lane saturation: guard turns %d, preempt kicks %d, lane kept %d; cpuset-confined spinner got %d ticks of CPU",
+		run, d.GuardDispatches, d.PreemptKicks, d.LaneKept, childCPU)
+
+	if info, exited, err := s.Exited(); err != nil || exited {
+		t.Fatalf("the scheduler ended with pinned tasks under lane saturation: %v (%v)", info, err)
+	}
+	if state := readSysfs(t, "state"); state != "enabled" {
+		t.Fatalf("sched_ext state %q, want enabled", state)
+	}
+	if childCPU == 0 {
+		t.Error("the cpuset-confined process never ran")
+	}
+	waits := map[int]verify.TaskLatency{}
+	for _, tl := range snap.Tasks {
+		waits[int(tl.PID)] = tl
+	}
+	for cpu := range ncpu {
+		n := rounds[cpu].Load()
+		tl, ok := waits[int(tids[cpu].Load())]
+		if !ok {
+			t.Errorf("pinned-%d: %d rounds, and the tracer saw none of its waits", cpu, n)
+			continue
+		}
+		t.Logf("pinned-%d: %d rounds; %d waits, p99 %v, max %v (bound %v)", cpu, n, tl.Hist.Count(),
+			time.Duration(tl.Hist.QuantileUpper(0.99)), time.Duration(tl.Hist.Max()), bound)
+		switch {
+		case n == 0:
+			t.Errorf("the thread pinned to CPU %d made no progress", cpu)
+		case time.Duration(tl.Hist.Max()) > bound:
+			t.Errorf("the thread pinned to CPU %d waited %v, over the %v bound", cpu, time.Duration(tl.Hist.Max()), bound)
+		}
+	}
+	if d.GuardDispatches == 0 {
+		t.Error("the starvation guard never ran: the lane did not saturate the CPUs")
+	}
+}
+
+// A CPU-bound lane task whose work per round is three of its slices, beside
+// fair hogs on every CPU. Its slice runs out while it is still runnable;
+// the kernel then asks dispatch before requeueing it, and a scheduler that
+// hands the CPU to a fair task there makes the lane wait a whole fair
+// slice. It must never wait behind a fair task for longer than a tick plus
+// its own slice (doubled for TCG's noise: a fair slice here is 20 ms).
+func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
+	requireFaultBoot(t)
+	const (
+		run       = 10 * time.Second
+		laneSlice = 2 * time.Millisecond
+	)
+	p := policy.Default("infer")
+	p.Classes[0].Slice = laneSlice
+	p.Classes[1].Slice = 20 * time.Millisecond
+	table, err := p.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick, err := sched.Tick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := load(t, p, sched.Config{})
+	start, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var hogs []string
+	for range runtime.NumCPU() {
+		hogs = append(hogs, "hog")
+	}
+	h := startHogs(t, 0, hogs...)
+	defer h.stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	defer moreProcs(1)()
+	done := make(chan error, 1)
+	var laneTID atomic.Int64
+	var rounds atomic.Int64
+	go func() {
+		if err := lockThread("infer-long", 0); err != nil {
+			done <- err
+			return
+		}
+		laneTID.Store(int64(unix.Gettid()))
+		for ctx.Err() == nil {
+			ts := unix.NsecToTimespec((20 * time.Millisecond).Nanoseconds())
+			unix.Nanosleep(&ts, nil)
+			for end := threadCPUTime() + 3*laneSlice; threadCPUTime() < end; {
+			}
+			rounds.Add(1)
+		}
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h.stop()
+	tr.Stop()
+	snap, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := end.Sub(start)
+	lane := verify.TaskLatency{Hist: &verify.Histogram{}}
+	for _, tl := range snap.Tasks {
+		if int64(tl.PID) == laneTID.Load() {
+			lane = tl
+		}
+	}
+	limit := 2 * (tick + laneSlice)
+	maxWait := time.Duration(lane.Hist.Max())
+	t.Logf("lane task: %d rounds, %d waits, p50 %v, p99 %v, max %v (limit %v); lane kept its CPU %d times, preempt kicks %d",
+		rounds.Load(), lane.Hist.Count(), time.Duration(lane.Hist.QuantileUpper(0.5)),
+		time.Duration(lane.Hist.QuantileUpper(0.99)), maxWait, limit, d.LaneKept, d.PreemptKicks)
+	if rounds.Load() == 0 || lane.Hist.Count() == 0 {
+		t.Fatal("the lane task did not run, or the tracer saw none of its waits")
+	}
+	if d.LaneKept == 0 {
+		t.Error("the lane task never kept its CPU when its slice ran out")
+	}
+	if maxWait > limit {
+		t.Errorf("the lane task waited %v, over a tick plus its slice (x2: %v): it queued behind a fair slice", maxWait, limit)
+	}
+}
