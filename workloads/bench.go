@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,99 +18,133 @@ import (
 	"github.com/hotlane/hotlane/verify"
 )
 
-// Scheduler names the bench understands.
-const (
-	EEVDF       = "eevdf"        // the kernel's default: no sched_ext scheduler
-	ScxSimple   = "scx_simple"   // upstream scx_simple, weighted vtime
-	ScxSimpleF  = "scx_simple-f" // upstream scx_simple -f, global FIFO
-	HotlaneName = "hotlane"
-)
-
-// ErrUnknownScheduler is returned for a scheduler name the bench lacks.
-var ErrUnknownScheduler = errors.New("unknown scheduler")
-
-// ParseSchedulers splits a comma-separated list and checks each name.
-func ParseSchedulers(list string) ([]string, error) {
-	var out []string
-	for _, name := range strings.Split(list, ",") {
-		name = strings.TrimSpace(name)
-		if name == "scx_simple -f" {
-			name = ScxSimpleF
-		}
-		switch name {
-		case EEVDF, ScxSimple, ScxSimpleF, HotlaneName:
-			out = append(out, name)
-		default:
-			return nil, fmt.Errorf("%w %q: use a comma-separated list of %s, %s, %s, %s", ErrUnknownScheduler, name, EEVDF, ScxSimple, ScxSimpleF, HotlaneName)
-		}
-	}
-	return out, nil
-}
-
-// Bench runs the same workload under each scheduler, in one boot.
+// Bench runs the same workload under each variant, in one boot.
 type Bench struct {
-	Schedulers []string
-	Workload   Mix
-	Warmup     time.Duration
-	Duration   time.Duration
+	Variants []Variant
+	Workload Mix
+	Warmup   time.Duration
+	Duration time.Duration
 	// Repeats runs the whole list this many times, reversing the order
-	// every other round so no scheduler always goes first.
+	// every other round so no variant always goes first. A variant that
+	// failed is not tried again.
 	Repeats int
-	// ScxSimplePath is the upstream scx_simple binary.
-	ScxSimplePath string
-	// Policy is hotlane's policy.
+	// Policy is hotlane's policy, and the tracer's classes for all.
 	Policy *policy.Policy
+	// EnableTimeout bounds how long a sched_ext scheduler program may
+	// take to enable sched_ext; 0 means DefaultEnableTimeout.
+	EnableTimeout time.Duration
 	// Progress receives a line per run.
 	Progress io.Writer
 }
 
-// Run is one scheduler's share of the bench: all its repeats merged.
+// DefaultEnableTimeout is how long a scheduler program may take to enable.
+const DefaultEnableTimeout = 30 * time.Second
+
+// Run is one variant's share of the bench: all its repeats merged.
 type Run struct {
-	Scheduler string `json:"scheduler"`
+	Scheduler string  `json:"scheduler"`
+	Variant   Variant `json:"variant"`
 	// Periodic is the application's own view: per periodic generator,
 	// wake-up lateness of all repeats.
 	Periodic []PeriodicResult `json:"periodic"`
-	// Classes is the kernel's view: the tracer's run-queue latency per
-	// policy class, all repeats merged.
+	// Cyclictest is the outside tool's view, per cyclictest generator.
+	Cyclictest []CyclictestResult `json:"cyclictest,omitempty"`
+	// Lane is the kernel's view of the lane: the tracer's run-queue
+	// latency of the lane's threads (periodic tasks and cyclictest's
+	// measuring threads), all repeats merged.
+	Lane *verify.Histogram `json:"lane_tracer"`
+	// Classes is the tracer's run-queue latency per policy class.
 	Classes []verify.ClassLatency `json:"classes"`
 	// TracerLosses counts what the tracer could not record.
-	TracerLosses uint64        `json:"tracer_losses"`
-	HogWork      uint64        `json:"hog_work"`    // total hog loops over all repeats
-	Measured     time.Duration `json:"measured_ns"` // total measured time over all repeats
-	// Failure is set when the scheduler could not be loaded or ended
-	// before the run did; its samples are then incomplete.
+	TracerLosses uint64 `json:"tracer_losses"`
+	HogWork      uint64 `json:"hog_work"`           // total hog loops over all repeats
+	StressOps    uint64 `json:"stress_ng_bogo_ops"` // total stress-ng bogo ops
+	// LaneCPU is the CPU time the lane's threads used.
+	LaneCPU  time.Duration `json:"lane_cpu_ns"`
+	Measured time.Duration `json:"measured_ns"` // total measured time over all repeats
+	CPUs     int           `json:"cpus"`
+	Rounds   int           `json:"rounds"`
+	// Ops is the sched_ext scheduler the kernel reported running.
+	Ops string `json:"ops,omitempty"`
+	// Failure is set when the variant could not start or ended before
+	// the run did; its samples are then incomplete.
 	Failure string `json:"failure,omitempty"`
+	// Summary has the figures of the report; NewReport fills it.
+	Summary *RunSummary `json:"summary,omitempty"`
 }
 
-// HogRate is the background throughput: hog loops per second.
-func (r Run) HogRate() float64 {
+// BackgroundWork is the background's work: hog loops and stress-ng bogo
+// ops (a workload normally has one kind), and the unit it is counted in.
+func (r Run) BackgroundWork() (work uint64, unit string) {
+	switch {
+	case r.HogWork > 0 && r.StressOps > 0:
+		return r.HogWork + r.StressOps, "hog loops + bogo ops"
+	case r.StressOps > 0:
+		return r.StressOps, "stress-ng bogo ops"
+	}
+	return r.HogWork, "hog loops"
+}
+
+// BackgroundRate is the background throughput: work per second.
+func (r Run) BackgroundRate() float64 {
 	if r.Measured <= 0 {
 		return 0
 	}
-	return float64(r.HogWork) / r.Measured.Seconds()
+	w, _ := r.BackgroundWork()
+	return float64(w) / r.Measured.Seconds()
 }
 
-// Run executes the bench and returns one Run per scheduler, in the order
-// of b.Schedulers.
+// BackgroundPerFreeCPU is the background throughput per CPU-second the
+// lane left: work / (CPUs x time - lane CPU time). A variant that starves
+// the lane hands its CPU time to the background, which then does more work
+// without being any faster; this figure does not reward that.
+func (r Run) BackgroundPerFreeCPU() float64 {
+	free := time.Duration(r.CPUs)*r.Measured - r.LaneCPU
+	if free <= 0 {
+		return 0
+	}
+	w, _ := r.BackgroundWork()
+	return float64(w) / free.Seconds()
+}
+
+// LaneCPUShare is the fraction of the machine's CPU time the lane used.
+func (r Run) LaneCPUShare() float64 {
+	if r.Measured <= 0 || r.CPUs <= 0 {
+		return 0
+	}
+	return r.LaneCPU.Seconds() / (float64(r.CPUs) * r.Measured.Seconds())
+}
+
+// Run executes the bench and returns one Run per variant, in the order of
+// b.Variants.
 func (b Bench) Run(ctx context.Context) ([]Run, error) {
 	if b.Duration <= 0 {
 		return nil, errors.New("bench: duration must be positive")
+	}
+	if !b.Workload.HasLane() {
+		return nil, errors.New("bench: the workload has no periodic task and no cyclictest: nothing to measure")
 	}
 	table, err := b.Policy.Compile("")
 	if err != nil {
 		return nil, err
 	}
-	runs := make([]Run, len(b.Schedulers))
-	for i, name := range b.Schedulers {
-		runs[i].Scheduler = name
-		runs[i].Periodic = make([]PeriodicResult, len(b.Workload.Periodic))
+	runs := make([]Run, len(b.Variants))
+	for i, v := range b.Variants {
+		runs[i] = Run{
+			Scheduler:  v.Name,
+			Variant:    v,
+			Periodic:   make([]PeriodicResult, len(b.Workload.Periodic)),
+			Cyclictest: make([]CyclictestResult, len(b.Workload.Cyclictest)),
+			Lane:       &verify.Histogram{},
+			CPUs:       runtime.NumCPU(),
+		}
 		for _, class := range table.Names {
 			runs[i].Classes = append(runs[i].Classes, verify.ClassLatency{Class: class, Hist: &verify.Histogram{}})
 		}
 	}
 	repeats := max(b.Repeats, 1)
 	for round := range repeats {
-		order := make([]int, len(b.Schedulers))
+		order := make([]int, len(b.Variants))
 		for i := range order {
 			order[i] = i
 			if round%2 == 1 {
@@ -120,48 +155,56 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 			if err := ctx.Err(); err != nil {
 				return runs, err
 			}
-			if b.Progress != nil {
-				fmt.Fprintf(b.Progress, "bench: round %d/%d: %s for %s (+%s warm-up)\n", round+1, repeats, b.Schedulers[i], b.Duration, b.Warmup)
+			if runs[i].Failure != "" {
+				continue
 			}
+			b.progress("bench: round %d/%d: %s for %s (+%s warm-up)\n", round+1, repeats, b.Variants[i].Name, b.Duration, b.Warmup)
 			if err := b.runOne(ctx, table, &runs[i]); err != nil {
 				runs[i].Failure = err.Error()
-				if b.Progress != nil {
-					fmt.Fprintf(b.Progress, "bench: %s: %v\n", b.Schedulers[i], err)
-				}
+				b.progress("bench: %s: %v\n", b.Variants[i].Name, err)
 			}
 		}
 	}
 	return runs, nil
 }
 
-// runOne loads the scheduler, runs warm-up and measurement with the tracer
-// attached, and unloads it.
+func (b Bench) progress(format string, args ...any) {
+	if b.Progress != nil {
+		fmt.Fprintf(b.Progress, format, args...)
+	}
+}
+
+// runOne starts the variant, runs warm-up and measurement with the tracer
+// attached, and stops it.
 func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
-	stop, alive, err := b.start(r.Scheduler, table)
+	stop, alive, err := b.start(r.Variant, table, r)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	mix := b.Workload
+	mix.Lane = r.Variant.Lane
 	if b.Warmup > 0 {
 		wctx, cancel := context.WithTimeout(ctx, b.Warmup)
-		_, err := b.Workload.Run(wctx)
+		_, err := mix.Run(wctx)
 		cancel()
 		if err != nil {
 			return err
 		}
 	}
-	tr, err := verify.Attach(verify.TracerConfig{Table: table})
+	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true})
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
 	mctx, cancel := context.WithTimeout(ctx, b.Duration)
 	start := time.Now()
-	res, err := b.Workload.Run(mctx)
+	res, err := mix.Run(mctx)
 	cancel()
 	if err != nil {
 		return err
 	}
+	took := time.Since(start)
 	if err := tr.Stop(); err != nil {
 		return err
 	}
@@ -172,125 +215,152 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	if err := alive(); err != nil {
 		return fmt.Errorf("%s ended during the run: %w", r.Scheduler, err)
 	}
-	took := time.Since(start)
+	if took > b.Duration+max(time.Second, b.Duration/10) {
+		b.progress("bench: %s: the %s run took %s: the workload could not stop on time\n", r.Scheduler, b.Duration, took.Round(time.Millisecond))
+	}
 	r.Measured += took
-	if b.Progress != nil && took > b.Duration+max(time.Second, b.Duration/10) {
-		fmt.Fprintf(b.Progress, "bench: %s: the %s run took %s: the workload could not stop on time\n", r.Scheduler, b.Duration, took.Round(time.Millisecond))
-	}
-	var work uint64
-	for _, w := range res.HogWork {
-		work += w
-	}
-	if b.Progress != nil {
-		var sampled uint64
-		var missed int
-		for _, p := range res.Periodic {
-			sampled += p.Lateness.Count()
-			missed += p.Missed
-		}
-		fmt.Fprintf(b.Progress, "bench: %s: %d periods sampled, %d missed, hogs %.1f Mloops/s over %s\n",
-			r.Scheduler, sampled, missed, float64(work)/took.Seconds()/1e6, took.Round(time.Millisecond))
-	}
+	r.Rounds++
 	for i := range res.Periodic {
 		r.Periodic[i].Merge(&res.Periodic[i])
+	}
+	for i := range res.Cyclictest {
+		r.Cyclictest[i].Merge(&res.Cyclictest[i])
 	}
 	for i, c := range snap.Classes {
 		r.Classes[i].Hist.Merge(c.Hist)
 	}
-	r.TracerLosses += snap.Counters.StampFailures + snap.Counters.RingbufDrops
-	r.HogWork += work
+	lane := res.LaneTIDs()
+	for _, t := range snap.Tasks {
+		if slices.Contains(lane, int(t.PID)) {
+			r.Lane.Merge(t.Hist)
+		}
+	}
+	r.TracerLosses += snap.Counters.StampFailures + snap.Counters.RingbufDrops + snap.Counters.TaskTableFull
+	var hog, stress uint64
+	for _, w := range res.HogWork {
+		hog += w
+	}
+	for _, w := range res.StressOps {
+		stress += w
+	}
+	r.HogWork += hog
+	r.StressOps += stress
+	r.LaneCPU += res.LaneCPU()
+
+	var app, outside uint64
+	var missed int
+	for _, p := range res.Periodic {
+		app += p.Lateness.Count()
+		missed += p.Missed
+	}
+	for _, c := range res.Cyclictest {
+		outside += c.Lateness.Count()
+	}
+	b.progress("bench: %s: lane samples: tracer %d, app %d (%d missed), cyclictest %d; background %d hog loops, %d bogo ops over %s\n",
+		r.Scheduler, laneTracerCount(snap.Tasks, lane), app, missed, outside, hog, stress, took.Round(time.Millisecond))
 	return nil
 }
 
-// start enables a scheduler and returns how to stop it and how to check
-// it is still the one running.
-func (b Bench) start(name string, table *policy.Table) (stop func(), alive func() error, err error) {
+func laneTracerCount(tasks []verify.TaskLatency, lane []int) uint64 {
+	var n uint64
+	for _, t := range tasks {
+		if slices.Contains(lane, int(t.PID)) {
+			n += t.Hist.Count()
+		}
+	}
+	return n
+}
+
+// start enables a variant's scheduler and returns how to stop it and how
+// to check it is still the one running.
+func (b Bench) start(v Variant, table *policy.Table, r *Run) (stop func(), alive func() error, err error) {
 	status, err := loader.ReadSchedExtStatus(loader.SchedExtSysfs)
 	if err != nil {
 		return nil, nil, err
 	}
 	if status.State != "" && status.State != "disabled" {
-		return nil, nil, fmt.Errorf("sched_ext is %s (%s) before %s starts", status.State, status.Ops, name)
+		return nil, nil, fmt.Errorf("sched_ext is %s (%s) before %s starts", status.State, status.Ops, v.Name)
 	}
-	switch name {
-	case EEVDF:
-		return func() {}, func() error {
-			if s, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs); s.State != "" && s.State != "disabled" {
-				return fmt.Errorf("a sched_ext scheduler (%s) appeared", s.Ops)
-			}
-			return nil
-		}, nil
-	case HotlaneName:
+	switch {
+	case v.Hotlane:
 		s, err := sched.Load(sched.Config{Table: table})
 		if err != nil {
 			return nil, nil, err
 		}
+		r.Ops = "hotlane"
 		return func() { s.Close() }, func() error {
 			if info, exited, err := s.Exited(); err != nil || exited {
 				return errors.Join(err, fmt.Errorf("%s", info))
 			}
 			return nil
 		}, nil
-	case ScxSimple, ScxSimpleF:
-		var args []string
-		if name == ScxSimpleF {
-			args = []string{"-f"}
-		}
-		cmd := exec.Command(b.ScxSimplePath, args...)
-		cmd.Stdout = io.Discard
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			return nil, nil, fmt.Errorf("start %s: %w", b.ScxSimplePath, err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		if err := waitOps("simple", exited, 30*time.Second); err != nil {
-			cmd.Process.Kill()
-			return nil, nil, err
-		}
-		stop := func() {
-			cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				<-exited
-			}
-			waitDisabled(10 * time.Second)
-		}
-		alive := func() error {
-			select {
-			case err := <-exited:
-				exited <- err
-				return fmt.Errorf("scx_simple exited: %v", err)
-			default:
-			}
-			if s, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs); s.Ops != "simple" {
-				return fmt.Errorf("sched_ext runs %q, not simple", s.Ops)
-			}
-			return nil
-		}
-		return stop, alive, nil
+	case len(v.Command) > 0:
+		return b.startProgram(v, r)
 	}
-	return nil, nil, fmt.Errorf("%w %q", ErrUnknownScheduler, name)
+	return func() {}, func() error {
+		if s, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs); s.State != "" && s.State != "disabled" {
+			return fmt.Errorf("a sched_ext scheduler (%s) appeared", s.Ops)
+		}
+		return nil
+	}, nil
 }
 
-func waitOps(ops string, exited <-chan error, within time.Duration) error {
+// startProgram starts a sched_ext scheduler program in its own process
+// group and waits until the kernel reports sched_ext enabled (with v.Ops
+// when set). It stops the program with SIGINT, then SIGKILL, and waits for
+// sched_ext to be disabled again.
+func (b Bench) startProgram(v Variant, r *Run) (stop func(), alive func() error, err error) {
+	within := b.EnableTimeout
+	if within <= 0 {
+		within = DefaultEnableTimeout
+	}
+	cmd := exec.Command(v.Command[0], v.Command[1:]...)
+	out := &tailBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", v.Command[0], err)
+	}
+	p := startedProcess(cmd)
+	stop = func() {
+		if err := p.stop(10 * time.Second); err != nil {
+			b.progress("bench: %s %v\n", v.Name, err)
+		}
+		waitDisabled(10 * time.Second)
+	}
 	deadline := time.Now().Add(within)
 	for {
-		if s, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs); s.State == "enabled" && s.Ops == ops {
-			return nil
+		s, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs)
+		if s.State == "enabled" && (v.Ops == "" || s.Ops == v.Ops) {
+			r.Ops = s.Ops
+			break
 		}
-		select {
-		case err := <-exited:
-			return fmt.Errorf("%s exited before enabling: %v", ops, err)
-		default:
+		if p.exited() {
+			stop()
+			return nil, nil, fmt.Errorf("%s exited before sched_ext was enabled (%v): %s", strings.Join(v.Command, " "), p.err, out.last())
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not enable within %s", ops, within)
+			stop()
+			state := s.State
+			if s.Ops != "" {
+				state += " with " + s.Ops
+			}
+			return nil, nil, fmt.Errorf("sched_ext was not enabled within %s of starting %s (state: %s); stopped it: check that it is a sched_ext scheduler, or raise --enable-timeout",
+				within, strings.Join(v.Command, " "), orDefault(state, "absent"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	ops := r.Ops
+	alive = func() error {
+		if p.exited() {
+			return fmt.Errorf("%s exited (%v): %s", v.Command[0], p.err, out.last())
+		}
+		if s, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs); s.State != "enabled" || s.Ops != ops {
+			return fmt.Errorf("sched_ext is %s running %q, not %s", s.State, s.Ops, ops)
+		}
+		return nil
+	}
+	return stop, alive, nil
 }
 
 func waitDisabled(within time.Duration) {

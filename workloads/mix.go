@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // Mix runs several generators at once in this process.
@@ -14,10 +15,17 @@ import (
 // Go scheduler, not the kernel's, and the lateness it records would be Go's
 // doing. Mix raises GOMAXPROCS to cover every thread for the run, so what
 // is measured is the kernel scheduler.
+//
+// Outside programs (cyclictest, stress-ng) run as child processes for the
+// same time. The lane is the periodic tasks and cyclictest's measuring
+// threads; Lane is applied to those threads only.
 type Mix struct {
-	Periodic  []Periodic  `json:"periodic,omitempty"`
-	Hogs      []Hogs      `json:"hogs,omitempty"`
-	Messaging []Messaging `json:"messaging,omitempty"`
+	Periodic   []Periodic   `json:"periodic,omitempty"`
+	Hogs       []Hogs       `json:"hogs,omitempty"`
+	Messaging  []Messaging  `json:"messaging,omitempty"`
+	Cyclictest []Cyclictest `json:"cyclictest,omitempty"`
+	StressNg   []StressNg   `json:"stress_ng,omitempty"`
+	Lane       LanePolicy   `json:"-"`
 }
 
 // MixResult holds each generator's result, in the order of the Mix.
@@ -25,6 +33,47 @@ type MixResult struct {
 	Periodic   []PeriodicResult
 	HogWork    []uint64
 	RoundTrips []uint64
+	Cyclictest []CyclictestResult
+	StressOps  []uint64
+}
+
+// HasLane reports whether the mix has a lane task to measure.
+func (m Mix) HasLane() bool { return len(m.Periodic)+len(m.Cyclictest) > 0 }
+
+// LaneComms are the comms of the lane's threads, what a policy matches.
+func (m Mix) LaneComms() []string {
+	var comms []string
+	for _, p := range m.Periodic {
+		comms = append(comms, p.Comm)
+	}
+	if len(m.Cyclictest) > 0 {
+		comms = append(comms, CyclictestComm)
+	}
+	return comms
+}
+
+// LaneTIDs are the thread ids of the lane's threads in this run.
+func (r MixResult) LaneTIDs() []int {
+	var tids []int
+	for _, p := range r.Periodic {
+		tids = append(tids, p.TIDs...)
+	}
+	for _, c := range r.Cyclictest {
+		tids = append(tids, c.TIDs...)
+	}
+	return tids
+}
+
+// LaneCPU is the CPU time the lane's threads used in this run.
+func (r MixResult) LaneCPU() time.Duration {
+	var d time.Duration
+	for _, p := range r.Periodic {
+		d += p.CPU
+	}
+	for _, c := range r.Cyclictest {
+		d += c.CPU
+	}
+	return d
 }
 
 // Run runs all generators until ctx is done.
@@ -46,14 +95,33 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 		Periodic:   make([]PeriodicResult, len(m.Periodic)),
 		HogWork:    make([]uint64, len(m.Hogs)),
 		RoundTrips: make([]uint64, len(m.Messaging)),
+		Cyclictest: make([]CyclictestResult, len(m.Cyclictest)),
+		StressOps:  make([]uint64, len(m.StressNg)),
 	}
-	errs := make([]error, len(m.Periodic)+len(m.Hogs)+len(m.Messaging))
+	errs := make([]error, len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg))
 	var wg sync.WaitGroup
 	for i, p := range m.Periodic {
 		wg.Add(1)
+		p.Lane = m.Lane
 		go func() {
 			defer wg.Done()
 			res.Periodic[i], errs[i] = p.Run(ctx)
+		}()
+	}
+	off := len(m.Periodic) + len(m.Hogs) + len(m.Messaging)
+	for i, c := range m.Cyclictest {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res.Cyclictest[i], errs[off+i] = c.Run(ctx, m.Lane)
+		}()
+	}
+	off += len(m.Cyclictest)
+	for i, s := range m.StressNg {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res.StressOps[i], errs[off+i] = s.Run(ctx)
 		}()
 	}
 	for i, h := range m.Hogs {

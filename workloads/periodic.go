@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hotlane/hotlane/verify"
+	"golang.org/x/sys/unix"
 )
 
 // Periodic is a latency-critical task in the style of an inference server
@@ -23,6 +24,15 @@ type Periodic struct {
 	// instead: a large frame among small ones. 0 disables bursts.
 	BurstEvery   int
 	BurstCompute time.Duration
+	// Lane is applied to each thread when it starts (a bench variant's
+	// SCHED_FIFO, SCHED_DEADLINE or nice level).
+	Lane LanePolicy `json:"-"`
+}
+
+// LaneTask is the task as the lane policy sees it: its period and its
+// largest compute.
+func (p Periodic) LaneTask() LaneTask {
+	return LaneTask{Period: p.Period, Compute: max(p.Compute, p.BurstCompute)}
 }
 
 // PeriodicResult is what the threads recorded.
@@ -33,6 +43,10 @@ type PeriodicResult struct {
 	// Missed counts periods skipped because the thread was still busy
 	// (or waiting) when the next one was due; those are not in Lateness.
 	Missed int `json:"missed"`
+	// CPU is the CPU time the threads used.
+	CPU time.Duration `json:"cpu_ns"`
+	// TIDs are the threads' ids, for the tracer's view.
+	TIDs []int `json:"-"`
 }
 
 // Run runs the threads until ctx is done.
@@ -66,6 +80,8 @@ func (p Periodic) Run(ctx context.Context) (PeriodicResult, error) {
 func (r *PeriodicResult) Merge(other *PeriodicResult) {
 	r.Lateness.Merge(&other.Lateness)
 	r.Missed += other.Missed
+	r.CPU += other.CPU
+	r.TIDs = append(r.TIDs, other.TIDs...)
 }
 
 func (p Periodic) thread(ctx context.Context) (PeriodicResult, error) {
@@ -73,6 +89,11 @@ func (p Periodic) thread(ctx context.Context) (PeriodicResult, error) {
 	if err := lockThread(p.Comm); err != nil {
 		return res, err
 	}
+	res.TIDs = []int{unix.Gettid()}
+	if err := p.Lane.Apply(0, p.LaneTask()); err != nil {
+		return res, fmt.Errorf("periodic task %q: %w", p.Comm, err)
+	}
+	defer func() { res.CPU = threadCPUTime() }()
 	clock := periodClock{next: monotonicNow() + p.Period, period: p.Period}
 	for k := 1; ctx.Err() == nil; k++ {
 		if err := sleepUntil(clock.next); err != nil {

@@ -3,30 +3,128 @@ package workloads
 import (
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 )
 
-// Report is a bench's outcome: every scheduler's runs, the baseline the
-// ratios are taken against, and hotlane's bound verdict.
+// The three views of the lane's latency.
+const (
+	// ViewTracer is the kernel's view: the run-queue tracer's wait of the
+	// lane's threads, from wake-up to running.
+	ViewTracer = "tracer"
+	// ViewApp is our periodic task's own wake-up lateness.
+	ViewApp = "app"
+	// ViewOutside is cyclictest's own histogram (rt-tests).
+	ViewOutside = "cyclictest"
+)
+
+// Views lists the lane views in report order.
+var Views = []string{ViewTracer, ViewApp, ViewOutside}
+
+// LaneView returns the run's lane latency in one view, all generators and
+// repeats merged; empty when the workload lacks that view.
+func (r Run) LaneView(view string) *verify.Histogram {
+	h := &verify.Histogram{}
+	switch view {
+	case ViewTracer:
+		if r.Lane != nil {
+			h.Merge(r.Lane)
+		}
+	case ViewApp:
+		for i := range r.Periodic {
+			h.Merge(&r.Periodic[i].Lateness)
+		}
+	case ViewOutside:
+		for i := range r.Cyclictest {
+			h.Merge(&r.Cyclictest[i].Lateness)
+		}
+	}
+	return h
+}
+
+// missed is the periods the lane missed in a view (-1: not known there).
+func (r Run) missed(view string) int {
+	n := 0
+	switch view {
+	case ViewApp:
+		for _, p := range r.Periodic {
+			n += p.Missed
+		}
+	case ViewOutside:
+		for _, c := range r.Cyclictest {
+			n += c.Missed
+		}
+	default:
+		return -1
+	}
+	return n
+}
+
+// RunSummary is every figure the report shows for one variant.
+type RunSummary struct {
+	// Lane is the lane's latency per view that has samples.
+	Lane map[string]report.Latency `json:"lane"`
+	// Missed is the lane's missed periods per view that counts them.
+	Missed map[string]int `json:"missed"`
+	// Normal is the tracer's run-queue latency of every other task (the
+	// policy's catch-all class, NormalClass).
+	Normal      report.Latency `json:"normal"`
+	NormalClass string         `json:"normal_class"`
+	// LaneCPUShare is the lane's share of the machine's CPU time.
+	LaneCPUShare float64 `json:"lane_cpu_share"`
+	// Background is the background's work per second; PerFreeCPU per
+	// CPU-second the lane left (Run.BackgroundPerFreeCPU).
+	Background           float64 `json:"background_per_s"`
+	BackgroundPerFreeCPU float64 `json:"background_per_free_cpu_s"`
+	BackgroundUnit       string  `json:"background_unit"`
+	// Ratios to the baseline variant (0: no baseline figure).
+	LaneP99VsBaseline    map[string]float64 `json:"lane_p99_vs_baseline,omitempty"`
+	BackgroundVsBaseline float64            `json:"background_per_free_cpu_vs_baseline,omitempty"`
+}
+
+// Report is a bench's outcome: every variant's runs, the variants that
+// were skipped, the baseline the ratios are taken against, and hotlane's
+// bound verdict.
 type Report struct {
-	Runs     []Run                  `json:"runs"`
-	Baseline string                 `json:"baseline"`
-	Bounds   []verify.ClassVerdicts `json:"bounds,omitempty"`
-	// Pass: every scheduler ran to the end and hotlane met the bounds.
+	Runs     []Run     `json:"runs"`
+	Skipped  []Skipped `json:"skipped,omitempty"`
+	Baseline string    `json:"baseline"`
+	// Disagreements lists pairs of variants whose order one lane view
+	// shows by a wide margin and another view reverses (ViewsAgree).
+	Disagreements []string               `json:"view_disagreements"`
+	Bounds        []verify.ClassVerdicts `json:"bounds,omitempty"`
+	// Pass: every variant ran to the end and hotlane met the bounds.
 	Pass bool `json:"pass"`
-	// Complete: every scheduler ran to the end.
+	// Complete: every variant asked for ran to the end.
 	Complete bool `json:"complete"`
 }
 
-// NewReport checks the bounds against hotlane's tracer histograms.
-func NewReport(runs []Run, baseline string, bounds []verify.Bound) *Report {
-	r := &Report{Runs: runs, Baseline: baseline, Pass: true, Complete: true}
+// Margins of ViewsAgree as the report applies them.
+const (
+	AgreeFactor = 3.0
+	AgreeGap    = time.Millisecond
+)
+
+// NewReport summarizes the runs and checks the bounds against hotlane's
+// tracer histograms.
+func NewReport(runs []Run, skipped []Skipped, baseline string, bounds []verify.Bound) *Report {
+	r := &Report{Runs: runs, Skipped: skipped, Baseline: baseline, Pass: true, Complete: len(skipped) == 0}
 	for _, run := range runs {
 		if run.Failure != "" {
-			r.Complete, r.Pass = false, false
+			r.Complete = false
 		}
+	}
+	r.Pass = r.Complete
+	base := r.run(baseline)
+	for i := range r.Runs {
+		r.Runs[i].Summary = summarize(&r.Runs[i], base)
+	}
+	r.Disagreements = ViewsAgree(r.Runs, AgreeFactor, AgreeGap)
+	if r.Disagreements == nil {
+		r.Disagreements = []string{}
 	}
 	hot := r.run(HotlaneName)
 	for _, b := range bounds {
@@ -41,6 +139,94 @@ func NewReport(runs []Run, baseline string, bounds []verify.Bound) *Report {
 		r.Bounds = append(r.Bounds, cv)
 	}
 	return r
+}
+
+func summarize(run, base *Run) *RunSummary {
+	s := &RunSummary{Lane: map[string]report.Latency{}, Missed: map[string]int{}, LaneP99VsBaseline: map[string]float64{}}
+	for _, v := range Views {
+		h := run.LaneView(v)
+		if h.Count() == 0 {
+			continue
+		}
+		s.Lane[v] = report.Summarize(h)
+		if m := run.missed(v); m >= 0 {
+			s.Missed[v] = m
+		}
+		if base != nil {
+			if b := report.Summarize(base.LaneView(v)); b.P99 > 0 {
+				s.LaneP99VsBaseline[v] = float64(s.Lane[v].P99) / float64(b.P99)
+			}
+		}
+	}
+	if n := len(run.Classes); n > 0 {
+		s.NormalClass = run.Classes[n-1].Class
+		s.Normal = report.Summarize(run.Classes[n-1].Hist)
+	}
+	s.LaneCPUShare = run.LaneCPUShare()
+	s.Background = run.BackgroundRate()
+	s.BackgroundPerFreeCPU = run.BackgroundPerFreeCPU()
+	_, s.BackgroundUnit = run.BackgroundWork()
+	if base != nil && base.BackgroundPerFreeCPU() > 0 {
+		s.BackgroundVsBaseline = s.BackgroundPerFreeCPU / base.BackgroundPerFreeCPU()
+	}
+	return s
+}
+
+// ViewsAgree compares every pair of variants in every pair of lane views,
+// at p50 and at p99: where one view puts variant a above b by at least
+// factor and by at least gap, every other view with samples of both must
+// also put a above b. It returns one line per disagreement. The margins
+// keep noise out: views measure different spans (the tracer from wake-up,
+// the tasks from their timer's expiry), so only clear orderings count.
+func ViewsAgree(runs []Run, factor float64, gap time.Duration) []string {
+	type point struct{ p50, p99 time.Duration }
+	figures := make([]map[string]point, len(runs))
+	for i, r := range runs {
+		figures[i] = map[string]point{}
+		for _, v := range Views {
+			if s := report.Summarize(r.LaneView(v)); s.Samples > 0 {
+				figures[i][v] = point{s.P50, s.P99}
+			}
+		}
+	}
+	var out []string
+	for _, q := range []string{"p50", "p99"} {
+		get := func(p point) time.Duration {
+			if q == "p50" {
+				return p.p50
+			}
+			return p.p99
+		}
+		for a := range runs {
+			for b := range runs {
+				if a == b {
+					continue
+				}
+				for _, v := range Views {
+					pa, oka := figures[a][v]
+					pb, okb := figures[b][v]
+					if !oka || !okb {
+						continue
+					}
+					hi, lo := get(pa), get(pb)
+					if float64(hi) < factor*float64(lo) || hi-lo < gap {
+						continue
+					}
+					for _, w := range Views {
+						qa, oka := figures[a][w]
+						qb, okb := figures[b][w]
+						if w == v || !oka || !okb || get(qa) > get(qb) {
+							continue
+						}
+						out = append(out, fmt.Sprintf("%s: %s %s %s vs %s %s, but %s %s vs %s",
+							q, v, runs[a].Scheduler, report.Duration(hi), runs[b].Scheduler, report.Duration(lo),
+							w, report.Duration(get(qa)), report.Duration(get(qb))))
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (r *Report) run(name string) *Run {
@@ -63,18 +249,75 @@ func (r Run) class(name string) *verify.Histogram {
 	return &verify.Histogram{}
 }
 
-// ratio formats a/b, or "-" when b is zero.
-func ratio(a, b float64) string {
+// ratio formats a ratio, or "-" when there is none.
+func ratio(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func ratioOf(a, b float64) string {
 	if b == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.3f", a/b)
+	return ratio(a / b)
 }
 
-// WriteText writes the report for people: the tracer's run-queue latency
-// per class, the application's own lateness, background throughput, and
-// the verdict.
+// WriteText writes the report for people: the lane's latency in three
+// views, what each variant cost everyone else, the tracer's latency per
+// class, whether the views agree, and the verdict.
 func (r *Report) WriteText(w io.Writer) error {
+	out := report.NewWriter(w)
+	fmt.Fprintln(w, "lane latency, three views: tracer = run-queue wait of the lane's threads (kernel), app = our periodic")
+	fmt.Fprintln(w, "task's own wake-up lateness, cyclictest = rt-tests' own histogram (percentiles are bucket upper edges):")
+	t := report.Table{Header: append(append([]string{"variant", "view"}, report.LatencyColumns()...), "missed", "p99 vs "+r.Baseline)}
+	for _, run := range r.Runs {
+		s := run.summary()
+		for _, v := range Views {
+			l, ok := s.Lane[v]
+			if !ok {
+				continue
+			}
+			missed := "-"
+			if m, ok := s.Missed[v]; ok {
+				missed = fmt.Sprint(m)
+			}
+			t.Add(append(append([]string{run.Scheduler, v}, l.Cells()...), missed, ratio(s.LaneP99VsBaseline[v]))...)
+		}
+		if len(s.Lane) == 0 {
+			t.Add(append(append([]string{run.Scheduler, "-"}, report.Latency{}.Cells()...), "-", "-")...)
+		}
+	}
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+
+	unit := "work"
+	if len(r.Runs) > 0 {
+		_, unit = r.Runs[0].BackgroundWork()
+	}
+	normal := "normal"
+	if len(r.Runs) > 0 && len(r.Runs[0].Classes) > 0 {
+		normal = r.Runs[0].Classes[len(r.Runs[0].Classes)-1].Class
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "cost to everyone else: run-queue wait of all other tasks (tracer, class %s), background throughput\n", normal)
+	fmt.Fprintf(w, "(%s per second, and per CPU-second the lane left: a starved lane must not make the background look faster):\n", unit)
+	t = report.Table{Header: []string{"variant", "lane CPU", "normal p99", "normal max", "bg/s", "bg/free CPU-s", "vs " + r.Baseline}}
+	for _, run := range r.Runs {
+		s := run.summary()
+		cells := report.Latency{}.Cells()
+		if s.Normal.Samples > 0 {
+			cells = s.Normal.Cells()
+		}
+		t.Add(run.Scheduler, fmt.Sprintf("%.1f%%", 100*s.LaneCPUShare), cells[3], cells[5],
+			formatRate(s.Background), formatRate(s.BackgroundPerFreeCPU), ratio(s.BackgroundVsBaseline))
+	}
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+
 	base := r.run(r.Baseline)
 	var classes []string
 	if len(r.Runs) > 0 {
@@ -83,70 +326,80 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	for _, class := range classes {
-		fmt.Fprintf(w, "run-queue latency, class %s (tracer; percentiles are bucket upper edges):\n", class)
-		t := report.Table{Header: append(append([]string{"scheduler"}, report.LatencyColumns()...), "p99 vs "+r.Baseline)}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "run-queue latency, class %s (tracer):\n", class)
+		t := report.Table{Header: append(append([]string{"variant"}, report.LatencyColumns()...), "p99 vs "+r.Baseline)}
 		var baseP99 float64
 		if base != nil {
 			baseP99 = float64(report.Summarize(base.class(class)).P99)
 		}
 		for _, run := range r.Runs {
 			s := report.Summarize(run.class(class))
-			t.Add(append(append([]string{run.Scheduler}, s.Cells()...), ratio(float64(s.P99), baseP99))...)
+			t.Add(append(append([]string{run.Scheduler}, s.Cells()...), ratioOf(float64(s.P99), baseP99))...)
 		}
 		if err := t.WriteText(w); err != nil {
 			return err
 		}
-		fmt.Fprintln(w)
-	}
-
-	fmt.Fprintln(w, "application view: periodic task wake-up lateness, and background throughput:")
-	t := report.Table{Header: append(append([]string{"scheduler"}, report.LatencyColumns()...),
-		"missed", "p99 vs "+r.Baseline, "hog Mloops/s", "hog vs "+r.Baseline)}
-	for _, run := range r.Runs {
-		for gi := range run.Periodic {
-			s := report.Summarize(&run.Periodic[gi].Lateness)
-			name := run.Scheduler
-			if len(run.Periodic) > 1 {
-				name = fmt.Sprintf("%s[%d]", run.Scheduler, gi)
-			}
-			p99Ratio, hogRatio := "-", "-"
-			if base != nil && gi < len(base.Periodic) {
-				p99Ratio = ratio(float64(s.P99), float64(report.Summarize(&base.Periodic[gi].Lateness).P99))
-				hogRatio = ratio(run.HogRate(), base.HogRate())
-			}
-			t.Add(append(append([]string{name}, s.Cells()...),
-				fmt.Sprint(run.Periodic[gi].Missed), p99Ratio, fmt.Sprintf("%.1f", run.HogRate()/1e6), hogRatio)...)
-		}
-	}
-	if err := t.WriteText(w); err != nil {
-		return err
 	}
 
 	fmt.Fprintln(w)
+	switch {
+	case len(r.Disagreements) > 0:
+		out.Printf("the lane views DISAGREE on %d orderings (margin %gx and %s):\n", len(r.Disagreements), AgreeFactor, report.Duration(AgreeGap))
+		for _, d := range r.Disagreements {
+			out.Printf("  %s\n", d)
+		}
+	default:
+		out.Printf("the lane views agree on every ordering clear by %gx and %s\n", AgreeFactor, report.Duration(AgreeGap))
+	}
+	for _, s := range r.Skipped {
+		out.Printf("%s SKIPPED: %s\n", s.Name, s.Reason)
+	}
 	for _, run := range r.Runs {
 		if run.Failure != "" {
-			fmt.Fprintf(w, "%s FAILED: %s\n", run.Scheduler, run.Failure)
+			out.Printf("%s FAILED: %s\n", run.Scheduler, run.Failure)
 		}
 		if run.TracerLosses > 0 {
-			fmt.Fprintf(w, "%s: the tracer lost %d events\n", run.Scheduler, run.TracerLosses)
+			out.Printf("%s: the tracer lost %d events\n", run.Scheduler, run.TracerLosses)
 		}
 	}
 	for _, b := range r.Bounds {
 		for _, v := range b.Verdicts {
-			fmt.Fprintf(w, "hotlane %s %s\n", b.Class, v)
+			out.Printf("hotlane %s %s\n", b.Class, v)
 		}
 	}
 	verdict := "PASS"
 	switch {
 	case !r.Complete:
-		verdict = "INCOMPLETE: a scheduler failed to load or ended mid-run"
+		verdict = "INCOMPLETE: a variant was skipped, failed to start or ended mid-run"
 	case !r.Pass:
 		verdict = "FAIL: hotlane missed the bound"
 	case len(r.Bounds) == 0:
 		verdict = "PASS (no bound given)"
 	}
-	_, err := fmt.Fprintf(w, "verdict: %s\n", verdict)
-	return err
+	out.Printf("verdict: %s\n", verdict)
+	return out.Err()
+}
+
+// summary returns the run's summary, computing one if NewReport did not.
+func (r Run) summary() *RunSummary {
+	if r.Summary != nil {
+		return r.Summary
+	}
+	return summarize(&r, nil)
+}
+
+// formatRate writes a rate with three significant digits and an SI prefix.
+func formatRate(v float64) string {
+	switch {
+	case v >= 1e9:
+		return strings.TrimSpace(fmt.Sprintf("%.3gG", v/1e9))
+	case v >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
 
 // WriteJSON writes the report for machines.

@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"encoding/xml"
 	"io"
@@ -29,9 +30,14 @@ func testRuns() []Run {
 	classes := func(infer ...time.Duration) []verify.ClassLatency {
 		return []verify.ClassLatency{{Class: "inference", Hist: hist(infer...)}, {Class: "normal", Hist: hist(ms, 2*ms)}}
 	}
+	ct := func(samples ...time.Duration) []CyclictestResult {
+		return []CyclictestResult{{Lateness: *hist(samples...), Missed: 1}}
+	}
 	return []Run{
-		{Scheduler: ScxSimple, Periodic: []PeriodicResult{lateness(10*ms, 20*ms, 40*ms)}, Classes: classes(10*ms, 40*ms), HogWork: 2e6, Measured: time.Second},
-		{Scheduler: HotlaneName, Periodic: []PeriodicResult{lateness(ms, 2*ms, 4*ms)}, Classes: classes(ms, 4*ms), HogWork: 1e6, Measured: time.Second},
+		{Scheduler: ScxSimple, Periodic: []PeriodicResult{lateness(10*ms, 20*ms, 40*ms)}, Cyclictest: ct(12*ms, 30*ms),
+			Lane: hist(10*ms, 40*ms), Classes: classes(10*ms, 40*ms), HogWork: 2e6, Measured: time.Second, CPUs: 2},
+		{Scheduler: HotlaneName, Periodic: []PeriodicResult{lateness(ms, 2*ms, 4*ms)}, Cyclictest: ct(ms, 3*ms),
+			Lane: hist(ms, 4*ms), Classes: classes(ms, 4*ms), HogWork: 1e6, LaneCPU: time.Second, Measured: time.Second, CPUs: 2},
 	}
 }
 
@@ -57,39 +63,81 @@ func TestReportRatiosAndVerdict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := NewReport(testRuns(), ScxSimple, bounds)
+	rep := NewReport(testRuns(), nil, ScxSimple, bounds)
 	var b strings.Builder
 	if err := rep.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	// Tracer view: hotlane's inference p99 (4ms) over scx_simple's (40ms).
+	// Tracer view of the class: hotlane's p99 (4ms) over scx_simple's (40ms).
 	if f := row(t, out, "class inference", HotlaneName); f[len(f)-1] != "0.100" {
 		t.Errorf("tracer p99 ratio %v, want 0.100:\n%s", f, out)
 	}
-	// Application view: same ratio, hogs at half the baseline's rate.
-	if f := row(t, out, "application view", HotlaneName); f[len(f)-3] != "0.100" || f[len(f)-1] != "0.500" {
-		t.Errorf("application row %v, want p99 ratio 0.100 and hog ratio 0.500:\n%s", f, out)
+	// The lane in three views, each with its ratio and missed periods.
+	for _, want := range []string{
+		"hotlane tracer 2 1.02ms 4.00ms 4.00ms 4.00ms 4.00ms - 0.100",
+		"hotlane app 3 2.03ms 4.00ms 4.00ms 4.00ms 4.00ms 0 0.100",
+		"hotlane cyclictest 2 1.02ms 3.00ms 3.00ms 3.00ms 3.00ms 1 0.100",
+	} {
+		if !strings.Contains(squash(out), want) {
+			t.Errorf("lane table lacks %q:\n%s", want, out)
+		}
 	}
-	if !rep.Pass || !strings.Contains(out, "verdict: PASS") {
-		t.Errorf("4ms p99 against a 5ms bound did not pass:\n%s", out)
+	// Cost: hotlane's lane took 1 of 2 CPU-seconds; its hogs did half the
+	// loops with half the free CPU, so per free CPU-second they match.
+	if f := row(t, out, "cost to everyone else", HotlaneName); f[1] != "50.0%" || f[4] != "1M" || f[5] != "1M" || f[6] != "1.000" {
+		t.Errorf("cost row %v, want lane CPU 50%%, 1M/s, 1M per free CPU-s, 1.000:\n%s", f, out)
+	}
+	if !rep.Pass || !strings.Contains(out, "verdict: PASS") || !strings.Contains(out, "the lane views agree") {
+		t.Errorf("4ms p99 against a 5ms bound did not pass, or the views disagree:\n%s", out)
 	}
 
 	failing, _ := verify.ParseBounds("inference:p99<=1ms", "inference")
-	if rep := NewReport(testRuns(), ScxSimple, failing); rep.Pass {
+	if rep := NewReport(testRuns(), nil, ScxSimple, failing); rep.Pass {
 		t.Error("4ms p99 passed a 1ms bound")
 	}
 	runs := append(testRuns(), Run{Scheduler: EEVDF, Failure: "did not start"})
-	rep = NewReport(runs, ScxSimple, bounds)
+	rep = NewReport(runs, []Skipped{{Name: ScxQmap, Reason: "no sched_ext"}}, ScxSimple, bounds)
 	b.Reset()
 	rep.WriteText(&b)
-	if rep.Complete || !strings.Contains(b.String(), "eevdf FAILED: did not start") || !strings.Contains(b.String(), "verdict: INCOMPLETE") {
-		t.Errorf("a failed scheduler is not reported:\n%s", b.String())
+	for _, want := range []string{"eevdf FAILED: did not start", "scx_qmap SKIPPED: no sched_ext", "verdict: INCOMPLETE"} {
+		if rep.Complete || !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	// Skipped alone makes it incomplete too.
+	if rep := NewReport(testRuns(), []Skipped{{Name: ScxQmap, Reason: "x"}}, ScxSimple, nil); rep.Complete || rep.Pass {
+		t.Error("a skipped variant left the report complete")
+	}
+}
+
+func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func TestViewsAgree(t *testing.T) {
+	const ms = time.Millisecond
+	mk := func(name string, tracer, app, outside time.Duration) Run {
+		return Run{Scheduler: name, Lane: hist(tracer), Periodic: []PeriodicResult{lateness(app)},
+			Cyclictest: []CyclictestResult{{Lateness: *hist(outside)}}}
+	}
+	agree := []Run{mk("a", 20*ms, 22*ms, 21*ms), mk("b", ms, 1500*time.Microsecond, 1200*time.Microsecond)}
+	if d := ViewsAgree(agree, 3, ms); len(d) != 0 {
+		t.Errorf("consistent views: %v", d)
+	}
+	// Within the margin: no claim either way.
+	close := []Run{mk("a", 2*ms, 2*ms, 2*ms), mk("b", 1500*time.Microsecond, 3*ms, 1*ms)}
+	if d := ViewsAgree(close, 3, ms); len(d) != 0 {
+		t.Errorf("orderings inside the margin were judged: %v", d)
+	}
+	// The outside tool reverses a clear ordering.
+	reversed := []Run{mk("a", 20*ms, 22*ms, ms), mk("b", ms, ms, 5*ms)}
+	d := ViewsAgree(reversed, 3, ms)
+	if len(d) == 0 || !strings.Contains(strings.Join(d, "\n"), "but cyclictest") {
+		t.Errorf("a reversed ordering was not reported: %v", d)
 	}
 }
 
 func TestReportJSONRoundTrip(t *testing.T) {
-	rep := NewReport(testRuns(), ScxSimple, nil)
+	rep := NewReport(testRuns(), []Skipped{{Name: ScxQmap, Reason: "x"}}, ScxSimple, nil)
 	var buf bytes.Buffer
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
@@ -99,34 +147,90 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(back.Runs) != 2 || back.Runs[1].Classes[0].Hist.Max() != uint64(4*time.Millisecond) ||
-		back.Runs[0].Periodic[0].Lateness.Count() != 3 {
-		t.Errorf("JSON round trip lost data: %+v", back.Runs)
+		back.Runs[0].Periodic[0].Lateness.Count() != 3 || back.Runs[0].Cyclictest[0].Lateness.Count() != 2 ||
+		back.Runs[1].Lane.Count() != 2 || len(back.Skipped) != 1 {
+		t.Errorf("JSON round trip lost data: %+v", back)
+	}
+	// Every figure of the text is in the summary.
+	s := back.Runs[1].Summary
+	if s == nil || s.Lane[ViewOutside].P99 != 3*time.Millisecond || s.Missed[ViewOutside] != 1 || s.Normal.Max != 2*time.Millisecond ||
+		s.LaneCPUShare != 0.5 || s.BackgroundPerFreeCPU != 1e6 || s.BackgroundVsBaseline != 1 || s.LaneP99VsBaseline[ViewTracer] != 0.1 {
+		t.Errorf("summary %+v", s)
 	}
 }
 
-func TestCDFIsWellFormedSVG(t *testing.T) {
-	var buf bytes.Buffer
-	if err := NewReport(testRuns(), ScxSimple, nil).WriteCDF(&buf, "inference"); err != nil {
-		t.Fatal(err)
-	}
-	dec := xml.NewDecoder(&buf)
-	lines := 0
+// svgElements checks the plot is well-formed XML and counts its elements.
+func svgElements(t *testing.T, svg []byte) map[string]int {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	n := map[string]int{}
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
-			break
+			return n
 		}
 		if err != nil {
 			t.Fatalf("the plot is not well-formed XML: %v", err)
 		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
-			lines++
+		if se, ok := tok.(xml.StartElement); ok {
+			n[se.Name.Local]++
 		}
 	}
-	if lines != 2 {
-		t.Errorf("%d curves, want one per scheduler (2)", lines)
+}
+
+func TestTailPlots(t *testing.T) {
+	rep := NewReport(testRuns(), nil, ScxSimple, nil)
+	for _, view := range Views {
+		var buf bytes.Buffer
+		if err := rep.WriteTail(&buf, view); err != nil {
+			t.Fatal(err)
+		}
+		if n := svgElements(t, buf.Bytes()); n["polyline"] != 2 {
+			t.Errorf("%s: %d curves, want one per variant (2)", view, n["polyline"])
+		}
+		// The x axis is by percentile, with p99 marked.
+		if !strings.Contains(buf.String(), ">p99<") {
+			t.Errorf("%s: no p99 tick", view)
+		}
 	}
-	if err := NewReport(testRuns(), ScxSimple, nil).WriteCDF(&buf, "batch"); err == nil {
-		t.Error("plotting a class without samples succeeded")
+	var buf bytes.Buffer
+	if err := rep.WriteClassTail(&buf, "normal"); err != nil {
+		t.Fatal(err)
+	}
+	svgElements(t, buf.Bytes())
+	if err := rep.WriteClassTail(&buf, "batch"); !errors.Is(err, ErrNoSamples) {
+		t.Errorf("plotting a class without samples: %v", err)
+	}
+}
+
+// The quantile curve's steps sit at the percentiles: with 1000 samples of
+// 1ms and one of 100ms, the curve stays at 1ms up to p99.9 and then rises.
+func TestQuantilePointsReachTheTail(t *testing.T) {
+	var h verify.Histogram
+	h.RecordN(uint64(time.Millisecond), 999)
+	h.Record(uint64(100 * time.Millisecond))
+	x := func(q float64) float64 { return 1000 * q }
+	y := func(v float64) float64 { return v }
+	pts := strings.Fields(quantilePoints(&h, x, y))
+	if len(pts) != 4 || !strings.HasPrefix(pts[1], "999.0,") || !strings.HasSuffix(pts[3], ",100000000.0") {
+		t.Errorf("points %v", pts)
+	}
+}
+
+func TestCostPlot(t *testing.T) {
+	var buf bytes.Buffer
+	rep := NewReport(testRuns(), nil, ScxSimple, nil)
+	if err := rep.WriteCost(&buf); err != nil {
+		t.Fatal(err)
+	}
+	// Two panels, one point per variant in each.
+	if n := svgElements(t, buf.Bytes()); n["circle"] != 4 {
+		t.Errorf("%d points, want 4", n["circle"])
+	}
+	if !strings.Contains(buf.String(), "cyclictest view") {
+		t.Error("the cost plot does not use the outside view when there is one")
+	}
+	if err := NewReport(nil, nil, EEVDF, nil).WriteCost(&buf); !errors.Is(err, ErrNoSamples) {
+		t.Errorf("empty cost plot: %v", err)
 	}
 }

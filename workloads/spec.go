@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -16,11 +17,15 @@ import (
 //	  "periodic":  [{"comm": "infer", "rate_hz": 100, "compute": "2ms",
 //	                 "threads": 1, "burst_every": 10, "burst_compute": "6ms"}],
 //	  "hogs":      [{"comm": "hog", "threads": "2x"}],
-//	  "messaging": [{"comm": "msg", "pairs": 2}]
+//	  "messaging": [{"comm": "msg", "pairs": 2}],
+//	  "cyclictest": [{"rate_hz": 100, "threads": 1, "histogram_limit": "200ms"}],
+//	  "stress_ng": [{"cpu": "2x", "method": "int64"}]
 //	}
 //
 // Durations use Go's syntax; a thread count may be a number or "Nx", N
 // times the CPUs. Every generator is optional, but a workload needs one.
+// cyclictest (rt-tests) and stress-ng are outside programs, found in $PATH
+// unless "path" is given.
 type fileSpec struct {
 	Periodic []struct {
 		Comm         string  `json:"comm"`
@@ -38,6 +43,17 @@ type fileSpec struct {
 		Comm  string `json:"comm"`
 		Pairs int    `json:"pairs"`
 	} `json:"messaging"`
+	Cyclictest []struct {
+		Path           string  `json:"path"`
+		RateHz         float64 `json:"rate_hz"`
+		Threads        int     `json:"threads"`
+		HistogramLimit string  `json:"histogram_limit"`
+	} `json:"cyclictest"`
+	StressNg []struct {
+		Path   string      `json:"path"`
+		CPU    threadCount `json:"cpu"`
+		Method string      `json:"method"`
+	} `json:"stress_ng"`
 }
 
 // threadCount is a number or "Nx" (N per CPU), resolved later.
@@ -127,14 +143,91 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 		}
 		m.Messaging = append(m.Messaging, Messaging{Comm: orDefault(g.Comm, "msg"), Pairs: g.Pairs})
 	}
-	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging) == 0 {
-		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging"`, name)
+	for i, c := range spec.Cyclictest {
+		if c.RateHz < 0.1 || c.RateHz > 10000 {
+			return Mix{}, bad("cyclictest", i, "rate_hz %g must be in [0.1, 10000]", c.RateHz)
+		}
+		limit, err := dur("cyclictest", i, "histogram_limit", c.HistogramLimit, true)
+		if err != nil {
+			return Mix{}, err
+		}
+		ct := Cyclictest{Path: c.Path, Interval: time.Duration(float64(time.Second) / c.RateHz).Round(time.Microsecond),
+			Threads: max(c.Threads, 1), Limit: limit}
+		if ct.Limit == 0 {
+			ct.Limit = DefaultCyclictestLimit
+		}
+		if err := ct.validate(); err != nil || c.Threads < 0 {
+			return Mix{}, bad("cyclictest", i, "%v", errors.Join(err, errIf(c.Threads < 0, "threads must be positive")))
+		}
+		m.Cyclictest = append(m.Cyclictest, ct)
+	}
+	for i, g := range spec.StressNg {
+		n, err := g.CPU.resolve(ncpu)
+		if err != nil {
+			return Mix{}, bad("stress_ng", i, "cpu: %v", err)
+		}
+		if n > MaxThreads {
+			return Mix{}, bad("stress_ng", i, "at most %d cpu workers", MaxThreads)
+		}
+		m.StressNg = append(m.StressNg, StressNg{Path: g.Path, CPU: n, Method: orDefault(g.Method, DefaultStressMethod)})
+	}
+	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg) == 0 {
+		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng"`, name)
 	}
 	return m, nil
 }
 
-// LoadWorkload reads a workload file.
+func errIf(cond bool, msg string) error {
+	if cond {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// Built-in workload names, accepted where a workload file is.
+const (
+	// WorkloadDefault is DefaultMix: our periodic task over our hogs.
+	WorkloadDefault = "default"
+	// WorkloadCyclictest is CyclictestScenario: outside tools only.
+	WorkloadCyclictest = "cyclictest"
+)
+
+// BuiltinWorkloads lists the built-in workload names.
+var BuiltinWorkloads = []string{WorkloadDefault, WorkloadCyclictest}
+
+// BuiltinWorkload returns a built-in workload by name.
+func BuiltinWorkload(name string, ncpu int) (Mix, bool) {
+	switch name {
+	case WorkloadDefault:
+		return DefaultMix(ncpu), true
+	case WorkloadCyclictest:
+		return CyclictestScenario(ncpu), true
+	}
+	return Mix{}, false
+}
+
+// CyclictestScenario is the outside-tool scenario: cyclictest at 100 Hz
+// (negligible compute) as the lane, under 2x CPU oversubscription by
+// stress-ng CPU workers (stress-ng --cpu 2N). Both are tools nobody here
+// wrote; the lane is cyclictest's measuring thread.
+func CyclictestScenario(ncpu int) Mix {
+	return Mix{
+		Cyclictest: []Cyclictest{{Interval: 10 * time.Millisecond, Threads: 1, Limit: DefaultCyclictestLimit}},
+		StressNg:   []StressNg{{CPU: 2 * ncpu, Method: DefaultStressMethod}},
+	}
+}
+
+// LoadWorkload reads a workload: a built-in name (BuiltinWorkloads) or a
+// workload file.
 func LoadWorkload(path string, ncpu int) (Mix, error) {
+	if !strings.ContainsAny(path, "/.") {
+		if m, ok := BuiltinWorkload(path, ncpu); ok {
+			return m, nil
+		}
+		if _, err := os.Stat(path); err != nil {
+			return Mix{}, fmt.Errorf("workload %q is neither a built-in (%s) nor a file", path, strings.Join(BuiltinWorkloads, ", "))
+		}
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Mix{}, fmt.Errorf("workload: %w", err)

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/hotlane/hotlane/loader"
@@ -19,32 +22,63 @@ import (
 
 func runBench(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	list := fs.String("schedulers", "eevdf,scx_simple,scx_simple-f,hotlane", "comma-separated schedulers to compare: eevdf, scx_simple, scx_simple-f, hotlane")
-	baseline := fs.String("baseline", "scx_simple", "scheduler the ratios are relative to")
-	duration := fs.Duration("duration", 20*time.Second, "measured time per scheduler and repeat")
-	warmup := durationFlag(fs, "warmup", 2*time.Second, 0, 0, "unmeasured time after each scheduler starts")
+	list := fs.String("schedulers", strings.Join(workloads.BuiltinVariants, ","),
+		"comma-separated variants to compare: "+strings.Join(workloads.BuiltinVariants, ", ")+", or a --scheduler NAME")
+	var external listFlag
+	fs.Var(&external, "scheduler", "a sched_ext scheduler program to compare, as NAME=COMMAND (repeatable); the bench starts it, waits for sched_ext to be enabled and stops it with SIGINT, then SIGKILL")
+	baseline := fs.String("baseline", workloads.EEVDF, "variant the ratios are relative to")
+	duration := fs.Duration("duration", 20*time.Second, "measured time per variant and repeat")
+	warmup := durationFlag(fs, "warmup", 2*time.Second, 0, 0, "unmeasured time after each variant starts")
 	repeats := intFlag(fs, "repeats", 3, 1, 100, "rounds over the list, alternating the order")
-	period := fs.Duration("period", 10*time.Millisecond, "inference task period (100 Hz by default)")
-	compute := durationFlag(fs, "compute", 2*time.Millisecond, 0, 0, "inference task CPU time per period")
-	hogs := intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "CPU hog threads (default: 2x the CPUs)")
-	workloadFile := fs.String("workload", "", "workload file (JSON, see workloads/examples/); overrides --period, --compute and --hogs")
-	scxSimple := fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the upstream scx_simple binary")
-	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency ('' for none)")
-	out := fs.String("out", defaultOutDir(), "write report.txt, report.json and cdf-inference.svg here")
+	fifoPrio := intFlag(fs, "fifo-priority", workloads.DefaultFIFOPriority, 1, 99, "SCHED_FIFO priority of the lane under eevdf+fifo")
+	enableTimeout := durationFlag(fs, "enable-timeout", workloads.DefaultEnableTimeout, 100*time.Millisecond, 10*time.Minute, "how long a scheduler program may take to enable sched_ext")
+	period := fs.Duration("period", 10*time.Millisecond, "default workload: inference task period (100 Hz by default)")
+	compute := durationFlag(fs, "compute", 2*time.Millisecond, 0, 0, "default workload: inference task CPU time per period")
+	hogs := intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "default workload: CPU hog threads (default: 2x the CPUs)")
+	workloadName := fs.String("workload", workloads.WorkloadDefault, "the workload: "+strings.Join(workloads.BuiltinWorkloads, " or ")+" (cyclictest over stress-ng --cpu 2N), or a workload file (JSON, see workloads/examples/), which overrides --period, --compute and --hogs")
+	cyclictest := fs.String("cyclictest", "cyclictest", "cyclictest (rt-tests) program; the default workload runs it beside the inference task as the outside view when it is found ('none': leave it out)")
+	stressNg := fs.String("stress-ng", "stress-ng", "stress-ng program, for workloads that use it")
+	scxSimple := fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the kernel's scx_simple")
+	scxQmap := fs.String("scx-qmap", vm.ScxQmapGuestPath, "path of the kernel's scx_qmap")
+	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency of the class ('' for none)")
+	out := fs.String("out", defaultOutDir(), "write report.txt, report.json and the SVG plots here")
 	var comms listFlag
-	fs.Var(&comms, "inference-comm", "comm prefix hotlane treats as inference (default: the task's own comm, infer)")
+	fs.Var(&comms, "inference-comm", "comm prefix hotlane treats as inference (default: the lane's own comms: infer, cyclictest)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane bench [flags]
 
-Runs the same workload - a periodic "inference" task over CPU hogs - under
-each scheduler in one boot, with the run-queue latency tracer attached,
-and reports per scheduler and class the tracer's latency percentiles, the
-task's own wake-up lateness, and the hogs' throughput, with ratios to the
-baseline, then checks hotlane against the bound. Needs a sched_ext kernel:
-run it inside 'hotlane vm --scx-simple'.
+Runs the same workload under each variant in one boot, in alternating
+order, with the run-queue latency tracer attached. The lane is the
+latency-critical part of the workload: the periodic "inference" task and
+cyclictest's measuring thread. Variants:
 
-Exit status: 0 all schedulers ran and hotlane met the bound, 1 the bound
-failed, 2 error (including a scheduler that failed to load or ended).
+  eevdf            the kernel's default scheduler
+  eevdf+nice-20    EEVDF, the lane at nice -20
+  eevdf+fifo       EEVDF, the lane at SCHED_FIFO --fifo-priority
+  eevdf+deadline   EEVDF, the lane at SCHED_DEADLINE: period and deadline the
+                   task's period, runtime its compute plus max(half, 1ms)
+  scx_simple[-f]   the kernel's example scheduler (vtime, or -f global FIFO)
+  scx_qmap         the kernel's example scheduler scx_qmap
+  hotlane          hotlane's scheduler with its policy
+  NAME             a --scheduler NAME=COMMAND
+
+Only the lane gets FIFO, DEADLINE or nice; everything else stays
+SCHED_OTHER. Before the first round each variant is checked (sched_ext in
+the kernel, its program, CAP_SYS_NICE); one that cannot run is skipped
+with one line and the report is INCOMPLETE.
+
+The report shows per variant the lane's latency in three views (the
+tracer's run-queue wait of the lane's threads, our task's own wake-up
+lateness, cyclictest's own histogram), missed periods, every other task's
+run-queue wait, and background throughput per CPU-second the lane left; it
+checks that the views order the variants alike and hotlane against the
+bound. Needs a sched_ext kernel for the sched_ext variants: run it inside
+'hotlane vm --scx scx_simple --scx scx_qmap --add /usr/bin/cyclictest
+--add /usr/bin/stress-ng'.
+
+Exit status: 0 all variants ran and hotlane met the bound, 1 the bound
+failed, 2 error (including a variant that was skipped, failed to start or
+ended mid-run).
 
 Flags:
 `)
@@ -53,71 +87,117 @@ Flags:
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
+		return exitError
+	}
 	// Loading schedulers and the tracer: fail before anything starts.
 	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"); err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-		return exitError
+		return fail(err)
 	}
-	scheds, err := workloads.ParseSchedulers(*list)
+	opts := workloads.VariantOptions{ScxSimplePath: *scxSimple, ScxQmapPath: *scxQmap, FIFOPriority: *fifoPrio}
+	for _, spec := range external {
+		v, err := workloads.ParseScheduler(spec)
+		if err != nil {
+			return fail(err)
+		}
+		opts.External = append(opts.External, v)
+	}
+	variants, err := workloads.ParseVariants(*list, opts)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-		return exitError
+		return fail(err)
+	}
+	if err := requireDir("--out", *out); err != nil {
+		return fail(err)
+	}
+
+	var mix workloads.Mix
+	if *workloadName == workloads.WorkloadDefault {
+		if *compute >= *period || *duration < 10**period {
+			return fail(fmt.Errorf("need compute < period and a duration of at least 10 periods (got compute %s, period %s, duration %s)", *compute, *period, *duration))
+		}
+		mix = workloads.Mix{
+			Periodic: []workloads.Periodic{{Comm: "infer", Period: *period, Compute: *compute}},
+			Hogs:     []workloads.Hogs{{Comm: "hog", Threads: *hogs}},
+		}
+		if *cyclictest != "none" {
+			if _, err := exec.LookPath(*cyclictest); err != nil {
+				fmt.Fprintf(os.Stderr, "hotlane bench: %s not found: the outside view is left out (install rt-tests; in the VM add it with --add /usr/bin/cyclictest)\n", *cyclictest)
+			} else {
+				mix.Cyclictest = []workloads.Cyclictest{{Interval: *period, Threads: 1, Limit: workloads.DefaultCyclictestLimit}}
+			}
+		}
+	} else if mix, err = workloads.LoadWorkload(*workloadName, runtime.NumCPU()); err != nil {
+		return fail(err)
+	}
+	if !mix.HasLane() {
+		return fail(fmt.Errorf("workload %s has no periodic task and no cyclictest: the bench measures a lane", *workloadName))
+	}
+	// The workload's outside programs must be there: refuse, don't skip.
+	for i := range mix.Cyclictest {
+		if mix.Cyclictest[i].Path == "" {
+			mix.Cyclictest[i].Path = *cyclictest
+		}
+		if _, err := exec.LookPath(mix.Cyclictest[i].Path); err != nil {
+			return fail(fmt.Errorf("the workload runs cyclictest, but %s is not found: install rt-tests (in the VM: --add /usr/bin/cyclictest) or give --cyclictest PATH", mix.Cyclictest[i].Path))
+		}
+	}
+	for i := range mix.StressNg {
+		if mix.StressNg[i].Path == "" {
+			mix.StressNg[i].Path = *stressNg
+		}
+		if _, err := exec.LookPath(mix.StressNg[i].Path); err != nil {
+			return fail(fmt.Errorf("the workload runs stress-ng, but %s is not found: install stress-ng (in the VM: --add /usr/bin/stress-ng) or give --stress-ng PATH", mix.StressNg[i].Path))
+		}
+	}
+
+	if len(comms) == 0 {
+		comms = mix.LaneComms()
 	}
 	pol := policy.Default(comms...)
+	if err := pol.Validate(); err != nil {
+		return fail(err)
+	}
 	var bounds []verify.Bound
 	if *bound != "" {
 		if bounds, err = verify.ParseBounds(*bound, "inference"); err != nil {
-			fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-			return exitError
+			return fail(err)
 		}
 		for _, bd := range bounds {
 			if _, ok := pol.Class(bd.Class); !ok {
-				fmt.Fprintf(os.Stderr, "hotlane bench: bound for unknown class %q (classes: %v)\n", bd.Class, pol.ClassNames())
-				return exitError
+				return fail(fmt.Errorf("bound for unknown class %q (classes: %v)", bd.Class, pol.ClassNames()))
 			}
 		}
 	}
-	if err := requireDir("--out", *out); err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-		return exitError
+
+	run, skipped := workloads.Preflight(variants, workloads.DetectHost())
+	for _, s := range skipped {
+		fmt.Fprintf(os.Stderr, "hotlane bench: skipping %s: %s\n", s.Name, s.Reason)
 	}
-	if *compute >= *period || *duration < 10**period {
-		fmt.Fprintf(os.Stderr, "hotlane bench: need compute < period and a duration of at least 10 periods (got compute %s, period %s, duration %s)\n", *compute, *period, *duration)
-		return exitError
-	}
-	mix := workloads.Mix{
-		Periodic: []workloads.Periodic{{Comm: "infer", Period: *period, Compute: *compute}},
-		Hogs:     []workloads.Hogs{{Comm: "hog", Threads: *hogs}},
-	}
-	if *workloadFile != "" {
-		if mix, err = workloads.LoadWorkload(*workloadFile, runtime.NumCPU()); err != nil {
-			fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-			return exitError
-		}
+	if len(run) == 0 {
+		return fail(fmt.Errorf("none of the variants can run here"))
 	}
 	b := workloads.Bench{
-		Schedulers: scheds,
-		Workload:   mix,
-		Warmup:     *warmup, Duration: *duration, Repeats: *repeats,
-		ScxSimplePath: *scxSimple,
+		Variants: run,
+		Workload: mix,
+		Warmup:   *warmup, Duration: *duration, Repeats: *repeats,
 		Policy:        pol,
+		EnableTimeout: *enableTimeout,
 		Progress:      os.Stderr,
 	}
 	runs, err := b.Run(ctx)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-		return exitError
+		return fail(err)
 	}
-	rep := workloads.NewReport(runs, *baseline, bounds)
+	rep := workloads.NewReport(runs, skipped, *baseline, bounds)
 	if err := rep.WriteText(os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-		return exitError
+		return fail(err)
 	}
-	if err := writeBenchFiles(rep, *out); err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-		return exitError
+	files, err := writeBenchFiles(rep, *out)
+	if err != nil {
+		return fail(err)
 	}
-	fmt.Fprintf(os.Stderr, "hotlane bench: report.txt, report.json and cdf-inference.svg in %s\n", *out)
+	fmt.Fprintf(os.Stderr, "hotlane bench: %s in %s\n", strings.Join(files, ", "), *out)
 	switch {
 	case !rep.Complete:
 		return exitError
@@ -137,20 +217,43 @@ func defaultOutDir() string {
 }
 
 // writeBenchFiles writes the report files into dir (made by requireDir
-// before the run); a file that fails half-written is removed.
-func writeBenchFiles(rep *workloads.Report, dir string) error {
+// before the run) and returns their names; a file that fails half-written
+// is removed, and a plot with nothing to draw is left out.
+func writeBenchFiles(rep *workloads.Report, dir string) ([]string, error) {
+	var names []string
 	write := func(name string, fn func(io.Writer) error) error {
 		out, err := createOutput(filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}
-		return out.write(fn)
+		if err := out.write(fn); err != nil {
+			if errors.Is(err, workloads.ErrNoSamples) {
+				return nil
+			}
+			return err
+		}
+		names = append(names, name)
+		return nil
 	}
 	if err := write("report.txt", rep.WriteText); err != nil {
-		return err
+		return nil, err
 	}
 	if err := write("report.json", rep.WriteJSON); err != nil {
-		return err
+		return nil, err
 	}
-	return write("cdf-inference.svg", func(w io.Writer) error { return rep.WriteCDF(w, "inference") })
+	for _, view := range workloads.Views {
+		if err := write("tail-"+view+".svg", func(w io.Writer) error { return rep.WriteTail(w, view) }); err != nil {
+			return nil, err
+		}
+	}
+	if len(rep.Runs) > 0 && len(rep.Runs[0].Classes) > 0 {
+		normal := rep.Runs[0].Classes[len(rep.Runs[0].Classes)-1].Class
+		if err := write("tail-"+normal+".svg", func(w io.Writer) error { return rep.WriteClassTail(w, normal) }); err != nil {
+			return nil, err
+		}
+	}
+	if err := write("cost.svg", rep.WriteCost); err != nil {
+		return nil, err
+	}
+	return names, nil
 }
