@@ -78,7 +78,7 @@ u64 nr_enqueues;
  * starvation guard. Each CPU writes only its own entry. */
 struct hl_cpu {
 	u64 started_at;	/* when the running task started */
-	u64 fair_at;	/* when this CPU last started a fair task, or found none waiting */
+	u64 fair_at;	/* when this CPU last ran fair work, or found none waiting */
 	u32 busy;
 	u32 shielded;	/* a lane task, or a guard turn: no victim */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
@@ -528,7 +528,7 @@ int hl_stopping(u64 *ctx)
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
 	struct hl_task_class *tc = task_class(p);
 	const volatile struct hl_class *c;
-	u64 used, weight;
+	u64 now, used, weight;
 	u32 cls;
 
 	/*
@@ -545,9 +545,13 @@ int hl_stopping(u64 *ctx)
 	if (c->high_priority)
 		return 0;
 
+	/* This CPU ran fair work until now: a lane task preempting a long
+	 * fair run has not starved the fair queue here. */
+	now = bpf_ktime_get_ns();
+	cpu->fair_at = now;
 	/* Charge the time run (a guard turn may be shorter than the class's
 	 * slice), scaled down by class weight and nice weight. */
-	used = bpf_ktime_get_ns() - cpu->started_at;
+	used = now - cpu->started_at;
 	weight = (u64)(c->weight ?: 1) * (p->scx.weight ?: 1);
 	hl_set_dsq_vtime(p, p->scx.dsq_vtime + used * 100 * 100 / weight);
 	return 0;
