@@ -23,7 +23,7 @@ func runRun(ctx context.Context, args []string) int {
 	quiet := fs.Bool("q", false, "print no stats lines")
 	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file")
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
-	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a normal task that has waited this long while high-priority tasks are queued gets a turn within another such period (at most one turn per period, 8 tasks a turn); the startup line prints the resulting bound")
+	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a CPU that the lane kept this long from normal work, while normal tasks waited, gives the longest-waiting one a turn (half this, rounded up to a tick); the startup line prints the resulting bound")
 	debugError := fs.Uint64("debug-error-after", 0, "testing only: make the BPF code fail with scx_bpf_error after N enqueues")
 	cost := fs.Bool("cost", false, "on exit, print each scheduler callback's runs and BPF run time (turns on the kernel's BPF run-time statistics: two clock reads per callback)")
 	restarts := intFlag(fs, "restart-on-error", 0, 0, 100, "when the scheduler ends with an error exit (scx_bpf_error, watchdog stall), load it again, at most N times")
