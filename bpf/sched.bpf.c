@@ -24,7 +24,8 @@
  *     task then would make the lane wait a whole fair slice.
  *     The starvation guard is per CPU: a CPU that has run no fair task for
  *     starvation_ns while the lane kept it busy and fair tasks waited gives
- *     the fair queue one short turn, shielded from lane preemption. The
+ *     the fair queue a short turn (starvation_ns / 2 of CPU, however many
+ *     tasks that takes), shielded from lane preemption. The
  *     turn goes by age, not vtime (the longest-waiting task, so wake-ups
  *     with credit cannot keep a nice-19 task behind them), and only to a
  *     task whose cpus_ptr holds this CPU and
@@ -79,6 +80,7 @@ u64 nr_enqueues;
 struct hl_cpu {
 	u64 started_at;	/* when the running task started */
 	u64 fair_at;	/* when this CPU last ran fair work, or found none waiting */
+	u64 guard_until;	/* end of the guard turn this CPU is serving */
 	u32 busy;
 	u32 shielded;	/* a lane task, or a guard turn: no victim */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
@@ -435,6 +437,7 @@ int hl_dispatch(u64 *ctx)
 	bool lane_waits = scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0;
 	bool keep_prev = !lane_waits && lane_prev(prev);
 	struct hl_stats *st;
+	bool in_turn;
 
 	if (!c)
 		return 0;
@@ -444,20 +447,25 @@ int hl_dispatch(u64 *ctx)
 
 	/*
 	 * The starvation guard. This CPU has given the lane starvation_ns
-	 * without running a fair task while fair tasks waited: the fair queue
-	 * gets one turn here, shielded at running. The kernel's consume path
-	 * skips tasks that may not run on this CPU, and the lane keeps every
-	 * other CPU, so someone is kicked to take the lane from a fair task.
+	 * without running a fair task while fair tasks waited: for the next
+	 * starvation_ns / 2 it serves the fair queue, oldest first, before the
+	 * lane, each task shielded at running. A turn is a time budget, not
+	 * one task: fair tasks that block at once do not use it up. Someone
+	 * else is kicked to take the lane from a fair task meanwhile.
 	 */
-	if (fair_waits && (lane_waits || keep_prev) && now - c->fair_at >= starvation_ns &&
+	in_turn = (s64)(now - c->guard_until) < 0;
+	if (fair_waits && (in_turn || ((lane_waits || keep_prev) && now - c->fair_at >= starvation_ns)) &&
 	    guard_serve(self)) {
 		c->guard_turn = 1;
 		c->fair_at = now;
-		if (lane_waits)
-			kick_for_high_queue(self);
-		st = stats_get();
-		if (st)
-			st->guard_dispatches++;
+		if (!in_turn) {
+			c->guard_until = now + starvation_ns / 2;
+			if (lane_waits)
+				kick_for_high_queue(self);
+			st = stats_get();
+			if (st)
+				st->guard_dispatches++;
+		}
 		return 0;
 	}
 	if (lane_waits && hl_dsq_move_to_local(HL_DSQ_HIGH))
@@ -507,15 +515,15 @@ int hl_running(u64 *ctx)
 		vtime_now = p->scx.dsq_vtime;
 	/*
 	 * A guard turn runs to its end, shielded: a lane wake-up that
-	 * preempted it at once would make the guard worthless. It is short
-	 * (half the starvation bound, though a slice only ends on a tick), so
-	 * the lane keeps most of a CPU it saturates.
+	 * preempted it at once would make the guard worthless. It ends with
+	 * the turn's budget (a slice only ends on a tick), so the lane keeps
+	 * most of a CPU it saturates.
 	 */
 	if (cpu->guard_turn) {
 		cpu->guard_turn = 0;
 		cpu->shielded = 1;
-		turn = starvation_ns / 2;
-		if (turn < p->scx.slice)
+		turn = cpu->guard_until - now;
+		if ((s64)turn > 0 && turn < p->scx.slice)
 			p->scx.slice = turn;
 	}
 	return 0;
@@ -583,6 +591,7 @@ static __always_inline void cpu_reset(s32 cpu)
 		c->busy = 0;
 		c->shielded = 0;
 		c->guard_turn = 0;
+		c->guard_until = 0;
 	}
 }
 
