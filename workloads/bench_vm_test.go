@@ -1,6 +1,7 @@
 package workloads_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,24 +11,41 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/report"
+	"github.com/hotlane/hotlane/vm"
 	"github.com/hotlane/hotlane/vm/vmtest"
 	"github.com/hotlane/hotlane/workloads"
 )
 
 // TestVM runs the TestGuest* tests inside the sched_ext VM, with the
-// upstream scx_simple.
+// kernel's scx_simple and scx_qmap, cyclictest (rt-tests) and stress-ng.
+// Multi-threaded TCG: the bench compares latencies.
 func TestVM(t *testing.T) {
-	vmtest.RunGuestTests(t, vmtest.Options{Run: "^TestGuest", ScxSimple: true, Timeout: 10 * time.Minute})
+	vmtest.RunGuestTests(t, vmtest.Options{
+		Run: "^TestGuest",
+		Scx: []string{"scx_simple", "scx_qmap"},
+		Executables: map[string]string{
+			"/usr/bin/cyclictest": "cyclictest",
+			"/usr/bin/stress-ng":  "stress-ng",
+			"/usr/bin/sleep":      "sleep",
+		},
+		MultiThreadedTCG: true,
+		Timeout:          10 * time.Minute,
+	})
 }
 
-// A short bench through the CLI: every scheduler and class has samples,
-// the JSON says what the text says, and the plot is there.
+// A short bench through the CLI over every kind of variant: EEVDF with the
+// lane at FIFO and DEADLINE, scx_qmap, scx_simple given as an outside
+// scheduler with --scheduler, and hotlane. Every variant has lane samples
+// in all three views (tracer, our task, cyclictest), the views order the
+// variants alike, the JSON says what the text says, and the plots are there.
 func TestGuestShortBench(t *testing.T) {
 	vmtest.RequireGuest(t)
 	out := t.TempDir()
-	cmd := exec.Command(vmtest.HotlaneGuestPath, "bench", "--duration", "2s", "--warmup", "500ms", "--repeats", "1",
-		"--bound", "inference:max<=10s", "--out", out)
+	cmd := exec.Command(vmtest.HotlaneGuestPath, "bench",
+		"--schedulers", "eevdf,eevdf+fifo,eevdf+deadline,scx_qmap,ext,hotlane", "--scheduler", "ext="+vm.ScxSimpleGuestPath,
+		"--duration", "3s", "--warmup", "500ms", "--repeats", "1", "--bound", "inference:max<=10s", "--out", out)
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr
@@ -45,44 +63,112 @@ func TestGuestShortBench(t *testing.T) {
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatalf("report.json: %v", err)
 	}
-	if !rep.Pass || !rep.Complete || len(rep.Runs) != 4 {
-		t.Fatalf("report: pass %v complete %v, %d runs; want a passing run of 4 schedulers", rep.Pass, rep.Complete, len(rep.Runs))
+	if !rep.Pass || !rep.Complete || len(rep.Runs) != 6 {
+		t.Fatalf("report: pass %v complete %v, %d runs; want a passing run of 6 variants", rep.Pass, rep.Complete, len(rep.Runs))
 	}
 	for _, run := range rep.Runs {
-		for _, c := range run.Classes {
-			s := report.Summarize(c.Hist)
+		for _, view := range workloads.Views {
+			s := run.Summary.Lane[view]
 			if s.Samples == 0 {
-				t.Errorf("%s: no %s samples", run.Scheduler, c.Class)
+				t.Errorf("%s: no lane samples in the %s view", run.Scheduler, view)
+				continue
 			}
 			// The text table has the same figures as the JSON.
-			want := strings.Join(append([]string{run.Scheduler}, s.Cells()...), " ")
+			want := strings.Join(append([]string{run.Scheduler, view}, s.Cells()...), " ")
 			if !strings.Contains(squash(text), want) {
 				t.Errorf("text report lacks %q", want)
 			}
 		}
-		if run.Periodic[0].Lateness.Count() == 0 || run.HogWork == 0 {
-			t.Errorf("%s: no application samples or hog work", run.Scheduler)
+		if run.Summary.Normal.Samples == 0 || run.HogWork == 0 || run.LaneCPU == 0 {
+			t.Errorf("%s: no normal-task samples, hog work or lane CPU time: %+v", run.Scheduler, run.Summary)
 		}
 	}
-	if st, err := os.Stat(filepath.Join(out, "cdf-inference.svg")); err != nil || st.Size() == 0 {
-		t.Errorf("plot: %v", err)
+	if ext := rep.Runs[4]; ext.Scheduler != "ext" || ext.Ops != "simple" {
+		t.Errorf("the --scheduler variant ran %q as %q, want scx_simple (ops simple)", ext.Scheduler, ext.Ops)
+	}
+	if len(rep.Disagreements) > 0 {
+		t.Errorf("the lane views disagree: %v", rep.Disagreements)
+	}
+	for _, f := range []string{"tail-tracer.svg", "tail-app.svg", "tail-cyclictest.svg", "tail-normal.svg", "cost.svg"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("plot %s: %v", f, err)
+		}
 	}
 }
 
 func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// A scheduler that cannot start makes the bench incomplete: reported and
-// exit status 2, the others still measured.
-func TestGuestBenchReportsAFailedScheduler(t *testing.T) {
+// The outside-tool scenario, as the scheduler's own tests call it:
+// cyclictest in the lane under stress-ng --cpu 2N, per variant the lane
+// latency cyclictest itself measured.
+func TestGuestCyclictestScenario(t *testing.T) {
+	vmtest.RequireGuest(t)
+	lanes, rep, err := workloads.RunCyclictestScenario(context.Background(), workloads.ScenarioConfig{
+		Variants: []string{workloads.EEVDF, workloads.EEVDFFIFO, workloads.EEVDFNice, workloads.HotlaneName},
+		Warmup:   500 * time.Millisecond, Duration: 3 * time.Second, Repeats: 1,
+		Progress: os.Stderr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	rep.WriteText(&text)
+	t.Logf("report:\n%s", text.String())
+	for _, v := range []string{workloads.EEVDF, workloads.EEVDFFIFO, workloads.EEVDFNice, workloads.HotlaneName} {
+		l, ok := lanes[v]
+		if !ok || l.Samples == 0 || l.P50 == 0 || l.P99 < l.P50 {
+			t.Errorf("%s: cyclictest lane %+v", v, l)
+		}
+		if run := findRun(rep, v); run == nil || run.StressOps == 0 || run.Summary.Lane[workloads.ViewTracer].Samples == 0 {
+			t.Errorf("%s: no stress-ng work or no tracer view of cyclictest's thread", v)
+		}
+	}
+	// A SCHED_FIFO thread on an oversubscribed machine waits for nobody.
+	if lanes[workloads.EEVDFFIFO].P99 >= lanes[workloads.EEVDF].P99 {
+		t.Errorf("cyclictest p99 at SCHED_FIFO %s, not below EEVDF's %s", report.Duration(lanes[workloads.EEVDFFIFO].P99), report.Duration(lanes[workloads.EEVDF].P99))
+	}
+}
+
+func findRun(rep *workloads.Report, name string) *workloads.Run {
+	for i := range rep.Runs {
+		if rep.Runs[i].Scheduler == name {
+			return &rep.Runs[i]
+		}
+	}
+	return nil
+}
+
+// A --scheduler command that never enables sched_ext is stopped after
+// --enable-timeout and a missing scx_simple is skipped: the report says
+// both, the verdict is INCOMPLETE, exit status 2, EEVDF is still measured,
+// and nothing is left running.
+func TestGuestBenchReportsFailedSchedulers(t *testing.T) {
 	vmtest.RequireGuest(t)
 	cmd := exec.Command(vmtest.HotlaneGuestPath, "bench", "--schedulers", "eevdf,scx_simple", "--scx-simple", "/nonexistent",
+		"--scheduler", "never=/usr/bin/sleep 4242", "--enable-timeout", "2s", "--cyclictest", "none",
 		"--duration", "1s", "--warmup", "0s", "--repeats", "1", "--bound", "", "--out", t.TempDir())
 	out, err := cmd.Output()
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 2 {
-		t.Fatalf("bench with a missing scx_simple: %v, want exit status 2\n%s", err, out)
+		t.Fatalf("bench with a scheduler that never enables: %v, want exit status 2\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "scx_simple FAILED: start /nonexistent") || !strings.Contains(string(out), "verdict: INCOMPLETE") {
-		t.Errorf("report does not show the failure:\n%s", out)
+	for _, want := range []string{
+		"never FAILED: sched_ext was not enabled within 2s of starting /usr/bin/sleep 4242",
+		"scx_simple SKIPPED: /nonexistent not found",
+		"verdict: INCOMPLETE",
+		"eevdf app",
+	} {
+		if !strings.Contains(squash(string(out)), want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), "4242") {
+			t.Errorf("%s is still running: %q", filepath.Dir(p), b)
+		}
+	}
+	if s, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs); s.State != "disabled" {
+		t.Errorf("sched_ext is %s after the bench", s.State)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hotlane/hotlane/verify"
+	"golang.org/x/sys/unix"
 )
 
 // Cyclictest runs cyclictest from Debian's rt-tests as a lane task: a
@@ -23,10 +24,12 @@ import (
 // almost no work; cyclictest records each wake-up's lateness in a 1 µs
 // histogram, which it writes (--histfile) when stopped with SIGINT.
 //
-// cyclictest starts SCHED_OTHER (no -p); the bench gives its measuring
-// threads the variant's lane policy by thread id right after they appear,
-// before their first period ends, so the main thread, which only collects
-// statistics, stays SCHED_OTHER like every other task.
+// cyclictest starts SCHED_OTHER (no -p) and pins each measuring thread to
+// a CPU. Once a measuring thread has set itself up (it first sleeps, within
+// its first period), the bench lets it run on every CPU, like our periodic
+// task, and gives it the variant's lane policy by thread id; the main
+// thread, which only collects statistics, stays SCHED_OTHER like every
+// other task. At the end the bench checks the policy is still in place.
 type Cyclictest struct {
 	// Path is the program; empty means "cyclictest" in $PATH.
 	Path     string        `json:"path,omitempty"`
@@ -52,8 +55,9 @@ type CyclictestResult struct {
 	// Overflows were beyond Limit (in Lateness at the maximum).
 	Overflows uint64 `json:"overflows"`
 	// Missed estimates the periods cyclictest skipped because it woke
-	// after the next one was due: the periods of the run minus the
-	// samples, less one for the run's ends.
+	// after the next one was due: the periods that ended between the
+	// threads' first sleep and SIGINT, less one for the ends, minus the
+	// samples.
 	Missed int `json:"missed"`
 	// CPU is the measuring threads' CPU time.
 	CPU time.Duration `json:"cpu_ns"`
@@ -143,11 +147,26 @@ func (c Cyclictest) Run(ctx context.Context, lane LanePolicy) (CyclictestResult,
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
+	// cyclictest pins each measuring thread to one CPU and sets its
+	// policy as the thread starts; wait until the thread first sleeps
+	// (its setup is done), then let it run on every CPU, as our periodic
+	// task does (SCHED_DEADLINE also requires that), and apply the lane.
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		return res, fmt.Errorf("cyclictest: read the bench's CPU affinity: %w", err)
+	}
 	for _, tid := range res.TIDs {
+		if err := waitSleeping(tid, 5*time.Second); err != nil {
+			return res, fmt.Errorf("cyclictest: %w", err)
+		}
+		if err := unix.SchedSetaffinity(tid, &cpus); err != nil {
+			return res, fmt.Errorf("cyclictest: let thread %d run on every CPU: %w", tid, err)
+		}
 		if err := lane.Apply(tid, LaneTask{Period: c.Interval}); err != nil {
 			return res, fmt.Errorf("cyclictest: %w", err)
 		}
 	}
+	measuring := time.Now() // each thread is in its first period
 	select {
 	case <-ctx.Done():
 	case <-p.done:
@@ -157,8 +176,11 @@ func (c Cyclictest) Run(ctx context.Context, lane LanePolicy) (CyclictestResult,
 		if d, err := threadCPU(tid); err == nil {
 			res.CPU += d
 		}
+		if err := lane.Check(tid); err != nil {
+			return res, fmt.Errorf("cyclictest changed its thread's scheduling during the run: %w", err)
+		}
 	}
-	ran := time.Since(started)
+	ran := time.Since(measuring)
 	if err := p.stop(10 * time.Second); err != nil {
 		return res, fmt.Errorf("cyclictest: %w: %s", err, out.last())
 	}
@@ -176,8 +198,29 @@ func (c Cyclictest) Run(ctx context.Context, lane LanePolicy) (CyclictestResult,
 		res.Overflows += t.Overflows
 		periods := int(ran/c.Interval) - 1
 		res.Missed += max(periods-int(t.Total+t.Overflows), 0)
+		if periods > 10 && t.Total+t.Overflows == 0 {
+			return res, fmt.Errorf("cyclictest recorded no samples in %s", ran.Round(time.Millisecond))
+		}
 	}
 	return res, nil
+}
+
+// waitSleeping waits until thread tid is asleep (state S).
+func waitSleeping(tid int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tid))
+		if err != nil {
+			return fmt.Errorf("thread %d: %w", tid, err)
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") S") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("thread %d did not go to sleep within %s", tid, within)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // CyclictestHistogram is cyclictest's --histfile: per measuring thread a

@@ -117,6 +117,23 @@ func (l LanePolicy) Apply(tid int, t LaneTask) error {
 	return nil
 }
 
+// Check returns an error unless thread tid (0: the calling thread) still
+// has the lane policy's scheduling class (and nice level or priority).
+func (l LanePolicy) Check(tid int) error {
+	if l.Kind == LaneAsIs {
+		return nil
+	}
+	a, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		return fmt.Errorf("read thread %d's scheduling: %w", tid, err)
+	}
+	want, _ := l.attr(LaneTask{Period: time.Second})
+	if a.Policy != want.Policy || (l.Kind == LaneNice && a.Nice != want.Nice) || (l.Kind == LaneFIFO && a.Priority != want.Priority) {
+		return fmt.Errorf("thread %d has policy %d nice %d priority %d, not %s", tid, a.Policy, a.Nice, a.Priority, l)
+	}
+	return nil
+}
+
 // threadsOf lists the thread ids of process pid.
 func threadsOf(pid int) ([]int, error) {
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))

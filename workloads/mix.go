@@ -108,20 +108,20 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 			res.Periodic[i], errs[i] = p.Run(ctx)
 		}()
 	}
-	off := len(m.Periodic) + len(m.Hogs) + len(m.Messaging)
+	ctOff := len(m.Periodic) + len(m.Hogs) + len(m.Messaging)
 	for i, c := range m.Cyclictest {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res.Cyclictest[i], errs[off+i] = c.Run(ctx, m.Lane)
+			res.Cyclictest[i], errs[ctOff+i] = c.Run(ctx, m.Lane)
 		}()
 	}
-	off += len(m.Cyclictest)
+	snOff := ctOff + len(m.Cyclictest)
 	for i, s := range m.StressNg {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res.StressOps[i], errs[off+i] = s.Run(ctx)
+			res.StressOps[i], errs[snOff+i] = s.Run(ctx)
 		}()
 	}
 	for i, h := range m.Hogs {

@@ -172,30 +172,42 @@ func summarize(run, base *Run) *RunSummary {
 	return s
 }
 
-// ViewsAgree compares every pair of variants in every pair of lane views,
-// at p50 and at p99: where one view puts variant a above b by at least
-// factor and by at least gap, every other view with samples of both must
-// also put a above b. It returns one line per disagreement. The margins
-// keep noise out: views measure different spans (the tracer from wake-up,
-// the tasks from their timer's expiry), so only clear orderings count.
+// agreeQuantiles are the quantiles ViewsAgree compares. Each is compared
+// only where every histogram involved has at least 10 samples beyond it
+// (20 for p50, 100 for p90, 1000 for p99): a short run's p99 rests on
+// two or three samples and orders nothing.
+var agreeQuantiles = []struct {
+	name string
+	q    float64
+}{{"p50", 0.50}, {"p90", 0.90}, {"p99", 0.99}}
+
+// ViewsAgree compares every pair of variants in every pair of lane views:
+// where one view puts variant a above b by at least factor and by at least
+// gap at some quantile, every other view with enough samples of both must
+// also put a above b there. It returns one line per disagreement. The
+// margins keep noise out: the views measure different spans (the tracer
+// from wake-up to running, the tasks from their timer's expiry), so only
+// clear orderings count.
 func ViewsAgree(runs []Run, factor float64, gap time.Duration) []string {
-	type point struct{ p50, p99 time.Duration }
-	figures := make([]map[string]point, len(runs))
+	type key struct {
+		run  int
+		view string
+	}
+	hists := map[key]*verify.Histogram{}
 	for i, r := range runs {
-		figures[i] = map[string]point{}
 		for _, v := range Views {
-			if s := report.Summarize(r.LaneView(v)); s.Samples > 0 {
-				figures[i][v] = point{s.P50, s.P99}
-			}
+			hists[key{i, v}] = r.LaneView(v)
 		}
 	}
 	var out []string
-	for _, q := range []string{"p50", "p99"} {
-		get := func(p point) time.Duration {
-			if q == "p50" {
-				return p.p50
+	for _, aq := range agreeQuantiles {
+		need := uint64(10/(1-aq.q) + 0.5)
+		at := func(run int, view string) (time.Duration, bool) {
+			h := hists[key{run, view}]
+			if h.Count() < need {
+				return 0, false
 			}
-			return p.p99
+			return time.Duration(h.QuantileUpper(aq.q)), true
 		}
 		for a := range runs {
 			for b := range runs {
@@ -203,24 +215,20 @@ func ViewsAgree(runs []Run, factor float64, gap time.Duration) []string {
 					continue
 				}
 				for _, v := range Views {
-					pa, oka := figures[a][v]
-					pb, okb := figures[b][v]
-					if !oka || !okb {
-						continue
-					}
-					hi, lo := get(pa), get(pb)
-					if float64(hi) < factor*float64(lo) || hi-lo < gap {
+					hi, oka := at(a, v)
+					lo, okb := at(b, v)
+					if !oka || !okb || float64(hi) < factor*float64(lo) || hi-lo < gap {
 						continue
 					}
 					for _, w := range Views {
-						qa, oka := figures[a][w]
-						qb, okb := figures[b][w]
-						if w == v || !oka || !okb || get(qa) > get(qb) {
+						wa, oka := at(a, w)
+						wb, okb := at(b, w)
+						if w == v || !oka || !okb || wa > wb {
 							continue
 						}
 						out = append(out, fmt.Sprintf("%s: %s %s %s vs %s %s, but %s %s vs %s",
-							q, v, runs[a].Scheduler, report.Duration(hi), runs[b].Scheduler, report.Duration(lo),
-							w, report.Duration(get(qa)), report.Duration(get(qb))))
+							aq.name, v, runs[a].Scheduler, report.Duration(hi), runs[b].Scheduler, report.Duration(lo),
+							w, report.Duration(wa), report.Duration(wb)))
 					}
 				}
 			}

@@ -2,9 +2,9 @@ package workloads
 
 import (
 	"bytes"
-	"errors"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -115,9 +115,14 @@ func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func TestViewsAgree(t *testing.T) {
 	const ms = time.Millisecond
+	many := func(d time.Duration) *verify.Histogram {
+		var h verify.Histogram
+		h.RecordN(uint64(d), 50)
+		return &h
+	}
 	mk := func(name string, tracer, app, outside time.Duration) Run {
-		return Run{Scheduler: name, Lane: hist(tracer), Periodic: []PeriodicResult{lateness(app)},
-			Cyclictest: []CyclictestResult{{Lateness: *hist(outside)}}}
+		return Run{Scheduler: name, Lane: many(tracer), Periodic: []PeriodicResult{{Lateness: *many(app)}},
+			Cyclictest: []CyclictestResult{{Lateness: *many(outside)}}}
 	}
 	agree := []Run{mk("a", 20*ms, 22*ms, 21*ms), mk("b", ms, 1500*time.Microsecond, 1200*time.Microsecond)}
 	if d := ViewsAgree(agree, 3, ms); len(d) != 0 {
@@ -131,8 +136,18 @@ func TestViewsAgree(t *testing.T) {
 	// The outside tool reverses a clear ordering.
 	reversed := []Run{mk("a", 20*ms, 22*ms, ms), mk("b", ms, ms, 5*ms)}
 	d := ViewsAgree(reversed, 3, ms)
-	if len(d) == 0 || !strings.Contains(strings.Join(d, "\n"), "but cyclictest") {
+	if len(d) == 0 || !strings.Contains(strings.Join(d, "\n"), "p50: tracer a 20.2ms vs b 1.02ms, but cyclictest") {
 		t.Errorf("a reversed ordering was not reported: %v", d)
+	}
+	// Too few samples to say anything about the tail: p90 and p99 are
+	// not compared with 50 samples, and p50 not with fewer than 20.
+	if strings.Contains(strings.Join(d, "\n"), "p9") {
+		t.Errorf("a tail quantile was compared on 50 samples: %v", d)
+	}
+	few := []Run{{Scheduler: "a", Lane: hist(20 * ms), Cyclictest: []CyclictestResult{{Lateness: *hist(ms)}}},
+		{Scheduler: "b", Lane: hist(ms), Cyclictest: []CyclictestResult{{Lateness: *hist(20 * ms)}}}}
+	if d := ViewsAgree(few, 3, ms); len(d) != 0 {
+		t.Errorf("single samples were compared: %v", d)
 	}
 }
 

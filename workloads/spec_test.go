@@ -102,3 +102,38 @@ func FuzzParseWorkload(f *testing.F) {
 		}
 	})
 }
+
+func TestOutsideToolsInWorkloadFiles(t *testing.T) {
+	m, err := LoadWorkload("examples/outside-tools.json", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(CyclictestScenario(2), m); diff != "" {
+		t.Errorf("examples/outside-tools.json is not the cyclictest scenario (-want +got):\n%s", diff)
+	}
+	if b, ok := BuiltinWorkload(WorkloadCyclictest, 2); !ok || b.StressNg[0].CPU != 4 || b.Cyclictest[0].Interval != 10*time.Millisecond {
+		t.Errorf("built-in cyclictest workload %+v", b)
+	}
+	if m, err := LoadWorkload("cyclictest", 3); err != nil || m.StressNg[0].CPU != 6 {
+		t.Errorf("LoadWorkload(cyclictest) = %+v, %v", m, err)
+	}
+	if _, err := LoadWorkload("nosuch", 2); err == nil || !strings.Contains(err.Error(), "neither a built-in (default, cyclictest) nor a file") {
+		t.Errorf("unknown name: %v", err)
+	}
+	if got := (Mix{Periodic: []Periodic{{Comm: "infer"}}, Cyclictest: []Cyclictest{{}}}).LaneComms(); strings.Join(got, ",") != "infer,cyclictest" {
+		t.Errorf("lane comms %v", got)
+	}
+	for text, want := range map[string]string{
+		`{"cyclictest": [{"rate_hz": 0}]}`:                               "rate_hz 0",
+		`{"cyclictest": [{"rate_hz": 100, "histogram_limit": "1s5"}]}`:   `histogram_limit "1s5"`,
+		`{"cyclictest": [{"rate_hz": 100, "histogram_limit": "100us"}]}`: "limit 100µs must be 1ms..10s",
+		`{"cyclictest": [{"rate_hz": 100, "threads": -1}]}`:              "threads must be positive",
+		`{"stress_ng": [{"cpu": "0"}]}`:                                  `cpu: threads "0"`,
+		`{"stress_ng": [{"cpu": 5000}]}`:                                 "at most 1024 cpu workers",
+	} {
+		_, err := ParseWorkload("w.json", []byte(text), 2)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParseWorkload(%s) = %v, want one line containing %q", text, err, want)
+		}
+	}
+}

@@ -3,12 +3,14 @@ package workloads
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/hotlane/hotlane/loader"
+	"golang.org/x/sys/unix"
 )
 
 // Variant names the bench knows. The eevdf+ variants change only the
@@ -178,9 +180,20 @@ func DetectHost() Host {
 	st, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs)
 	return Host{
 		SchedExt: st.Present,
-		SysNice:  loader.RequireCapabilities("CAP_SYS_NICE") == nil,
+		SysNice:  hasCapability(unix.CAP_SYS_NICE),
 		LookPath: exec.LookPath,
 	}
+}
+
+// hasCapability reports whether the process holds capability bit.
+func hasCapability(bit int) bool {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	eff, err := loader.ParseCapEff(f)
+	return err == nil && eff&(1<<bit) != 0
 }
 
 // Skipped is a variant the bench did not run, and why.
