@@ -17,6 +17,7 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	RunqlatMapCounters                  = "counters"
+	RunqlatMapCpuLastNext               = "cpu_last_next"
 	RunqlatMapHist                      = "hist"
 	RunqlatMapHlTaskClasses             = "hl_task_classes"
 	RunqlatMapStamps                    = "stamps"
@@ -99,6 +100,7 @@ type RunqlatProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatMapSpecs struct {
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
+	CpuLastNext   *ebpf.MapSpec `ebpf:"cpu_last_next"`
 	Hist          *ebpf.MapSpec `ebpf:"hist"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
 	Stamps        *ebpf.MapSpec `ebpf:"stamps"`
@@ -145,6 +147,7 @@ func (o *RunqlatObjects) Close() error {
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatMaps struct {
 	Counters      *ebpf.Map `ebpf:"counters"`
+	CpuLastNext   *ebpf.Map `ebpf:"cpu_last_next"`
 	Hist          *ebpf.Map `ebpf:"hist"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
 	Stamps        *ebpf.Map `ebpf:"stamps"`
@@ -158,6 +161,7 @@ type RunqlatMaps struct {
 func (m *RunqlatMaps) Close() error {
 	return _RunqlatClose(
 		m.Counters,
+		m.CpuLastNext,
 		m.Hist,
 		m.HlTaskClasses,
 		m.Stamps,

@@ -249,11 +249,25 @@ type Counters struct {
 	TaskTableFull    uint64 `json:"task_table_full"`
 	RingbufDrops     uint64 `json:"ringbuf_drops"`
 	ClassifyUncached uint64 `json:"classify_uncached"`
+	// UnmeasuredWaits are waits (of the tasks the filters select) that
+	// began or ended at a context switch the kernel did not report to
+	// sched_switch probes; they are counted from the kernel's own per-task
+	// switch counts, so for every traced task its switch-ins equal
+	// Samples + UnmeasuredWaits + UnstampedWaits.
+	UnmeasuredWaits uint64 `json:"unmeasured_waits"`
+	// UnstampedWaits are switch-ins of a task the tracer had seen leave
+	// the CPU but not become runnable again.
+	UnstampedWaits uint64 `json:"unstamped_waits"`
+	// UnreportedSwitches counts, per CPU, switches whose prev was not the
+	// task the previous reported switch put there: the kernel switched
+	// without reporting it (any task, traced or not).
+	UnreportedSwitches uint64 `json:"unreported_switches"`
 }
 
 // countersRecord mirrors struct rq_counters.
 type countersRecord struct {
 	Wakeups, Switches, Samples, StampFailures, TaskTableFull, RingbufDrops uint64
+	UnmeasuredWaits, UnstampedWaits, UnreportedSwitches                    uint64
 }
 
 // ClassLatency is one class's run-queue latency.
@@ -287,6 +301,33 @@ type Snapshot struct {
 	Counters Counters       `json:"counters"`
 }
 
+// counters reads the counters, summed over the CPUs, and the number of
+// CPUs.
+func (t *Tracer) counters() (Counters, int, error) {
+	var (
+		perCPU []countersRecord
+		sum    Counters
+	)
+	if err := t.coll.Maps["counters"].Lookup(uint32(0), &perCPU); err != nil {
+		return sum, 0, fmt.Errorf("read counters: %w", err)
+	}
+	for _, c := range perCPU {
+		sum.Wakeups += c.Wakeups
+		sum.Switches += c.Switches
+		sum.Samples += c.Samples
+		sum.StampFailures += c.StampFailures
+		sum.TaskTableFull += c.TaskTableFull
+		sum.RingbufDrops += c.RingbufDrops
+		sum.UnmeasuredWaits += c.UnmeasuredWaits
+		sum.UnstampedWaits += c.UnstampedWaits
+		sum.UnreportedSwitches += c.UnreportedSwitches
+	}
+	if err := t.coll.Variables["hl_classify_storage_failures"].Get(&sum.ClassifyUncached); err != nil {
+		return sum, 0, fmt.Errorf("read classifier failures: %w", err)
+	}
+	return sum, len(perCPU), nil
+}
+
 // classTotals mirrors struct class_totals.
 type classTotals struct{ Max, Sum uint64 }
 
@@ -296,23 +337,12 @@ type classTotals struct{ Max, Sum uint64 }
 func (t *Tracer) Snapshot() (*Snapshot, error) {
 	s := &Snapshot{Hook: t.Hook, Elapsed: time.Since(t.Started)}
 
-	var perCPU []countersRecord
-	if err := t.coll.Maps["counters"].Lookup(uint32(0), &perCPU); err != nil {
-		return nil, fmt.Errorf("read counters: %w", err)
+	c, ncpu, err := t.counters()
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range perCPU {
-		s.Counters.Wakeups += c.Wakeups
-		s.Counters.Switches += c.Switches
-		s.Counters.Samples += c.Samples
-		s.Counters.StampFailures += c.StampFailures
-		s.Counters.TaskTableFull += c.TaskTableFull
-		s.Counters.RingbufDrops += c.RingbufDrops
-	}
-	if err := t.coll.Variables["hl_classify_storage_failures"].Get(&s.Counters.ClassifyUncached); err != nil {
-		return nil, fmt.Errorf("read classifier failures: %w", err)
-	}
+	s.Counters = c
 
-	ncpu := len(perCPU)
 	classCounts := make([][]uint64, len(t.classes))
 	cpuCounts := make([][]uint64, ncpu)
 	for i := range classCounts {

@@ -149,8 +149,14 @@ func (c Counters) losses() report.Losses {
 		{What: "start stamp not stored", Count: c.StampFailures},
 		{What: "violation ring buffer full", Count: c.RingbufDrops},
 		{What: "per-task samples dropped (task table full; class and CPU figures are complete)", Count: c.TaskTableFull},
+		{What: "waits not measured (the kernel did not report a switch that began or ended them)", Count: c.UnmeasuredWaits},
+		{What: "waits whose start was not seen", Count: c.UnstampedWaits},
 	}
 }
+
+// Lost is the number of samples, per-task samples and violation records
+// the tracer could not keep, every kind counted once.
+func (c Counters) Lost() uint64 { return c.losses().Total() }
 
 // TextOptions shape the text report.
 type TextOptions struct {
@@ -227,6 +233,9 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 			fmt.Fprintf(w, "tracer cost: %s per event, %.3f%% of one CPU\n",
 				report.Duration(all.PerRun()), 100*all.Total.Seconds()/secs)
 		}
+	}
+	if s.Counters.UnreportedSwitches > 0 {
+		fmt.Fprintf(w, "note: the kernel did not report %d context switches to sched_switch probes; the traced waits they began or ended are counted below\n", s.Counters.UnreportedSwitches)
 	}
 	if s.Counters.ClassifyUncached > 0 {
 		fmt.Fprintf(w, "note: %d classifications could not be cached (task storage busy or full)\n", s.Counters.ClassifyUncached)
