@@ -40,16 +40,33 @@ func CheckScxName(name string) error {
 	return nil
 }
 
+// scxClangs are the clang versions the build can use, newest first.
+// scx_qmap in 7.3 keeps its task contexts in a BPF arena, and the verifier
+// rejects what clang 19 makes of it ("Failed to load skel": qmap_dequeue
+// does arithmetic on an arena pointer it did not cast); clang 22
+// (bookworm-security) builds a loadable one. scx_simple loads with either.
+var scxClangs = []string{"22", "21", "20", "19"}
+
+// scxClang returns the newest usable clang version installed ("" if none).
+func scxClang() string {
+	for _, v := range scxClangs {
+		_, e1 := exec.LookPath("clang-" + v)
+		_, e2 := exec.LookPath("llvm-strip-" + v)
+		if e1 == nil && e2 == nil {
+			return v
+		}
+	}
+	return ""
+}
+
 // scxBuildTools are the host programs the upstream build needs, with the
 // Debian packages that provide them.
 var scxBuildTools = map[string]string{
-	"clang-19":      "clang-19",
-	"llvm-strip-19": "llvm-19",
-	"make":          "make",
-	"gcc":           "gcc",
-	"dpkg-deb":      "dpkg",
-	"tar":           "tar",
-	"xz":            "xz-utils",
+	"make":     "make",
+	"gcc":      "gcc",
+	"dpkg-deb": "dpkg",
+	"tar":      "tar",
+	"xz":       "xz-utils",
 }
 
 // BuildScxSimple builds the kernel's own tools/sched_ext/scx_simple; see
@@ -78,7 +95,10 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 	}
 	suite, series := sourceFor(k)
 	srcPkg := "linux-source-" + series
-	outDir := filepath.Join(cacheDir, "scx", srcPkg+"--"+filepath.Base(k.Name))
+	clang := scxClang()
+	// The clang version is part of the key: a build by another clang
+	// (scx_qmap from clang 19 does not load) is not reused.
+	outDir := filepath.Join(cacheDir, "scx", srcPkg+"--"+filepath.Base(k.Name)+"--clang-"+clang)
 	bins := map[string]string{}
 	var missing []string
 	for _, n := range names {
@@ -102,6 +122,9 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("%s: %s not found: apt-get install %s libelf-dev zlib1g-dev", what, tool, pkg)
 		}
+	}
+	if clang == "" {
+		return nil, fmt.Errorf("%s: no clang-%s found: apt-get install clang-22 llvm-22 libelf-dev zlib1g-dev (scx_qmap needs clang 20 or newer)", what, strings.Join(scxClangs, "/"))
 	}
 
 	srcDir := filepath.Join(cacheDir, "src", srcPkg)
@@ -138,14 +161,17 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		}
 	}
 
-	fmt.Fprintf(log, "hotlane vm: building %s from %s against %s (about a minute)\n", what, srcPkg, k.Name)
+	if clang < "20" && slices.Contains(missing, "scx_qmap") {
+		fmt.Fprintf(log, "hotlane vm: warning: building scx_qmap with clang-%s; the kernel's verifier rejects that build (install clang-22 llvm-22)\n", clang)
+	}
+	fmt.Fprintf(log, "hotlane vm: building %s from %s against %s with clang-%s (about a minute)\n", what, srcPkg, k.Name, clang)
 	build := filepath.Join(srcDir, "build-"+filepath.Base(k.Name))
 	os.RemoveAll(build)
 	if err := os.MkdirAll(build, 0o755); err != nil {
 		return nil, err
 	}
 	args := append([]string{"-C", filepath.Join(tree, "tools/sched_ext"), "-j2",
-		"O=" + build, "CLANG=clang-19", "LLVM_STRIP=llvm-strip-19", "VMLINUX_BTF=" + k.Vmlinux}, missing...)
+		"O=" + build, "CLANG=clang-" + clang, "LLVM_STRIP=llvm-strip-" + clang, "VMLINUX_BTF=" + k.Vmlinux}, missing...)
 	out, err := exec.CommandContext(ctx, "make", args...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %v: %s", what, err, lastLines(string(out), 10))

@@ -88,7 +88,7 @@ func TestReportRatiosAndVerdict(t *testing.T) {
 	if f := row(t, out, "cost to everyone else", HotlaneName); f[1] != "50.0%" || f[4] != "1M" || f[5] != "1M" || f[6] != "1.000" {
 		t.Errorf("cost row %v, want lane CPU 50%%, 1M/s, 1M per free CPU-s, 1.000:\n%s", f, out)
 	}
-	if !rep.Pass || !strings.Contains(out, "verdict: PASS") || !strings.Contains(out, "the lane views agree") {
+	if !rep.Pass || !strings.Contains(out, "verdict: PASS") || !strings.Contains(out, "the tasks' views show every ordering") {
 		t.Errorf("4ms p99 against a 5ms bound did not pass, or the views disagree:\n%s", out)
 	}
 
@@ -133,17 +133,17 @@ func TestViewsAgree(t *testing.T) {
 	if d := ViewsAgree(close, 3, ms); len(d) != 0 {
 		t.Errorf("orderings inside the margin were judged: %v", d)
 	}
-	// The outside tool reverses a clear ordering.
-	reversed := []Run{mk("a", 20*ms, 22*ms, ms), mk("b", ms, ms, 5*ms)}
-	d := ViewsAgree(reversed, 3, ms)
-	if len(d) == 0 || !strings.Contains(strings.Join(d, "\n"), "p50: tracer a 20.2ms vs b 1.02ms, but cyclictest") {
+	// A task's view reverses what the tracer shows clearly.
+	d := ViewsAgree([]Run{mk("a", 20*ms, 22*ms, ms), mk("b", ms, ms, 5*ms)}, 3, ms)
+	if len(d) != 1 || d[0] != "p50: tracer a 20.2ms vs b 1.02ms, but cyclictest 1.02ms vs 5.12ms" {
 		t.Errorf("a reversed ordering was not reported: %v", d)
 	}
-	// Too few samples to say anything about the tail: p90 and p99 are
-	// not compared with 50 samples, and p50 not with fewer than 20.
-	if strings.Contains(strings.Join(d, "\n"), "p9") {
-		t.Errorf("a tail quantile was compared on 50 samples: %v", d)
+	// The tasks may see differences the tracer does not (timer delivery,
+	// throttling): that is no disagreement.
+	if d := ViewsAgree([]Run{mk("a", ms, 20*ms, 20*ms), mk("b", ms, ms, ms)}, 3, ms); len(d) != 0 {
+		t.Errorf("a difference only the tasks see was judged: %v", d)
 	}
+	// Too few samples to say anything.
 	few := []Run{{Scheduler: "a", Lane: hist(20 * ms), Cyclictest: []CyclictestResult{{Lateness: *hist(ms)}}},
 		{Scheduler: "b", Lane: hist(ms), Cyclictest: []CyclictestResult{{Lateness: *hist(20 * ms)}}}}
 	if d := ViewsAgree(few, 3, ms); len(d) != 0 {
