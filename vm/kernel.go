@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -50,13 +51,10 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 	if spec == "" {
 		spec = DefaultKernel
 	}
+	if err := CheckKernelSpec(spec); err != nil {
+		return nil, err
+	}
 	if isLocalPath(spec) {
-		if _, err := os.Stat(spec); err != nil {
-			return nil, fmt.Errorf("%w: %s does not exist; pass a vmlinuz path, a Debian suite such as sid, or SUITE/PACKAGE", ErrKernelNotFound, spec)
-		}
-		if err := checkBzImage(spec); err != nil {
-			return nil, err
-		}
 		k := &Kernel{Name: spec, Vmlinuz: spec}
 		if vmlinux, err := cachedVmlinux(cacheDir, spec); err == nil {
 			k.Vmlinux = vmlinux
@@ -64,9 +62,6 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 		return k, nil
 	}
 	suite, pkg, _ := strings.Cut(spec, "/")
-	if !validSuite(suite) {
-		return nil, fmt.Errorf("%w %q in --kernel %q: use one of %s, SUITE/PACKAGE, or a vmlinuz path", ErrUnknownSuite, suite, spec, strings.Join(knownSuites(), ", "))
-	}
 	if pkg != "" {
 		if k, ok := cachedKernel(cacheDir, suite, pkg); ok {
 			return k, nil
@@ -94,6 +89,33 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 		return nil, err
 	}
 	return unpackKernel(ctx, cacheDir, suite, pkg, deb)
+}
+
+// debianPackageName is what Debian policy allows as a package name.
+var debianPackageName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+
+// CheckKernelSpec checks a ResolveKernel spec using only what is on this
+// machine: a local image must be an x86 bzImage, a suite one the runner
+// knows and a package name well-formed. Callers run it before anything
+// slow, so that a typo does not cost an apt update and a download first.
+func CheckKernelSpec(spec string) error {
+	if spec == "" {
+		spec = DefaultKernel
+	}
+	if isLocalPath(spec) {
+		if _, err := os.Stat(spec); err != nil {
+			return fmt.Errorf("%w: %s does not exist; pass a vmlinuz path, a Debian suite such as sid, or SUITE/PACKAGE", ErrKernelNotFound, spec)
+		}
+		return checkBzImage(spec)
+	}
+	suite, pkg, hasPkg := strings.Cut(spec, "/")
+	if !validSuite(suite) {
+		return fmt.Errorf("%w %q in --kernel %q: use one of %s, SUITE/PACKAGE, or a vmlinuz path", ErrUnknownSuite, suite, spec, strings.Join(knownSuites(), ", "))
+	}
+	if hasPkg && !debianPackageName.MatchString(pkg) {
+		return fmt.Errorf("--kernel %q: %q is not a Debian package name; write SUITE/PACKAGE, e.g. %s", spec, pkg, DefaultKernel)
+	}
+	return nil
 }
 
 func isLocalPath(spec string) bool {

@@ -51,8 +51,8 @@ type Config struct {
 	// live code patching (BPF trampolines, static keys) and guests die
 	// with "Oops: int3"; qemu 10 did not in our runs. Off by default.
 	MultiThreadedTCG bool
-	// ResultsDir receives the files the guest left in /results; a
-	// temporary directory when empty.
+	// ResultsDir receives the files the guest left in /results; it is
+	// created when missing, and a new temporary directory when empty.
 	ResultsDir string
 	// Console, if set, receives the guest console as it is produced.
 	Console io.Writer
@@ -73,15 +73,15 @@ type Result struct {
 // When the guest panics, hangs or dies without a result, the error says
 // which and the Result still carries the console for diagnosis.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Kernel == nil {
+		return nil, errors.New("vm: no kernel to boot")
+	}
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		return nil, ErrQemuMissing
-	}
-	if cfg.Kernel == nil || len(cfg.Args) == 0 {
-		return nil, errors.New("vm: a kernel and a command are required")
-	}
-	if err := checkStatic(cfg.Init); err != nil {
-		return nil, err
 	}
 	if cfg.Memory == "" {
 		cfg.Memory = "2G"
@@ -172,6 +172,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if res.ResultsDir, err = os.MkdirTemp("", "hotlane-results-"); err != nil {
 			return res, err
 		}
+	} else if err := os.MkdirAll(res.ResultsDir, 0o755); err != nil {
+		return res, err
 	}
 	code, err := readResults(resultPort, res.ResultsDir)
 	if err != nil {

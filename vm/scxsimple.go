@@ -95,10 +95,7 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 	}
 	suite, series := sourceFor(k)
 	srcPkg := "linux-source-" + series
-	clang := scxClang()
-	// The clang version is part of the key: a build by another clang
-	// (scx_qmap from clang 19 does not load) is not reused.
-	outDir := filepath.Join(cacheDir, "scx", srcPkg+"--"+filepath.Base(k.Name)+"--clang-"+clang)
+	outDir := scxOutDir(cacheDir, k)
 	bins := map[string]string{}
 	var missing []string
 	for _, n := range names {
@@ -118,14 +115,10 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 	}
 	sort.Strings(missing)
 	what := strings.Join(missing, " ")
-	for tool, pkg := range scxBuildTools {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, fmt.Errorf("%s: %s not found: apt-get install %s libelf-dev zlib1g-dev", what, tool, pkg)
-		}
+	if err := checkScxTools(what); err != nil {
+		return nil, err
 	}
-	if clang == "" {
-		return nil, fmt.Errorf("%s: no clang-%s found: apt-get install clang-22 llvm-22 libelf-dev zlib1g-dev (scx_qmap needs clang 20 or newer)", what, strings.Join(scxClangs, "/"))
-	}
+	clang := scxClang()
 
 	srcDir := filepath.Join(cacheDir, "src", srcPkg)
 	tree := filepath.Join(srcDir, "linux-source-"+series)
@@ -193,6 +186,85 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		}
 	}
 	return bins, nil
+}
+
+// scxOutDir is where the example schedulers built for k are cached.
+func scxOutDir(cacheDir string, k *Kernel) string {
+	_, series := sourceFor(k)
+	// The clang version is part of the key: a build by another clang
+	// (scx_qmap from clang 19 does not load) is not reused.
+	return filepath.Join(cacheDir, "scx", "linux-source-"+series+"--"+filepath.Base(k.Name)+"--clang-"+scxClang())
+}
+
+// checkScxTools says which host program a build of what is missing.
+func checkScxTools(what string) error {
+	if scxClang() == "" {
+		return fmt.Errorf("%s: no clang-%s found: apt-get install clang-22 llvm-22 libelf-dev zlib1g-dev (scx_qmap needs clang 20 or newer)", what, strings.Join(scxClangs, "/"))
+	}
+	tools := make([]string, 0, len(scxBuildTools))
+	for tool := range scxBuildTools {
+		tools = append(tools, tool)
+	}
+	sort.Strings(tools) // the same tool named every time
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s: %s not found: apt-get install %s libelf-dev zlib1g-dev", what, tool, scxBuildTools[tool])
+		}
+	}
+	return nil
+}
+
+// CheckScxBuild checks, before the kernel is fetched, what BuildScx will
+// need for the kernel spec (a ResolveKernel spec) and names: the names
+// must be kernel examples, and unless the binaries are cached the build
+// tools must be on this machine. On a fresh machine the tools are the
+// likeliest thing missing, and finding that out after downloading a
+// kernel wastes the download.
+func CheckScxBuild(cacheDir, spec string, names []string) error {
+	for _, n := range names {
+		if err := CheckScxName(n); err != nil {
+			return err
+		}
+	}
+	if len(names) == 0 || scxCached(cacheDir, spec, names) {
+		return nil
+	}
+	sorted := slices.Clone(names)
+	sort.Strings(sorted)
+	return checkScxTools(strings.Join(slices.Compact(sorted), " "))
+}
+
+// scxCached reports whether BuildScx would find every name cached for the
+// kernel spec. A bare suite names its kernel only after an apt update, so
+// for it any cached build with all the names counts: refusing to run for
+// lack of a compiler that turns out not to be needed would be worse than
+// the rare late error.
+func scxCached(cacheDir, spec string, names []string) bool {
+	if spec == "" {
+		spec = DefaultKernel
+	}
+	var dirs []string
+	switch suite, pkg, _ := strings.Cut(spec, "/"); {
+	case isLocalPath(spec):
+		dirs = []string{scxOutDir(cacheDir, &Kernel{Name: spec})}
+	case pkg != "":
+		dirs = []string{scxOutDir(cacheDir, &Kernel{Name: pkg, Suite: suite})}
+	default:
+		dirs, _ = filepath.Glob(filepath.Join(cacheDir, "scx", "*"))
+	}
+	for _, dir := range dirs {
+		all := true
+		for _, n := range names {
+			if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 var seriesRE = regexp.MustCompile(`-(\d+\.\d+)\.\d+\+deb`)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,9 +92,13 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
 		return exitError
 	}
-	// Loading schedulers and the tracer: fail before anything starts.
-	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"); err != nil {
-		return fail(err)
+	// Every flag and file is checked before the privileges, and those
+	// before anything is created, started or loaded.
+	if fs.NArg() > 0 {
+		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if *duration <= 0 {
+		return fail(fmt.Errorf("--duration %s must be positive", *duration))
 	}
 	opts := workloads.VariantOptions{ScxSimplePath: *scxSimple, ScxQmapPath: *scxQmap, FIFOPriority: *fifoPrio}
 	for _, spec := range external {
@@ -107,7 +112,12 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	if err := requireDir("--out", *out); err != nil {
+	// The default baseline may be left out of the list (no ratios then);
+	// one asked for by name must be compared, or the run is for nothing.
+	if flagGiven(fs, "baseline") && !slices.ContainsFunc(variants, func(v workloads.Variant) bool { return v.Name == *baseline }) {
+		return fail(fmt.Errorf("--baseline %s is not among the variants compared (%s): the ratios need it", *baseline, variantNames(variants)))
+	}
+	if err := checkDir("--out", *out); err != nil {
 		return fail(err)
 	}
 
@@ -170,6 +180,13 @@ Flags:
 		}
 	}
 
+	// Loading schedulers and the tracer: fail before anything starts.
+	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"); err != nil {
+		return fail(err)
+	}
+	if err := requireDir("--out", *out); err != nil {
+		return fail(err)
+	}
 	run, skipped := workloads.Preflight(variants, workloads.DetectHost())
 	for _, s := range skipped {
 		fmt.Fprintf(os.Stderr, "hotlane bench: skipping %s: %s\n", s.Name, s.Reason)
@@ -205,6 +222,14 @@ Flags:
 		return exitFail
 	}
 	return exitOK
+}
+
+func variantNames(vs []workloads.Variant) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // defaultOutDir is the VM's result directory inside the guest (copied back

@@ -85,3 +85,11 @@ func durationFlag(fs *flag.FlagSet, name string, value, lo, hi time.Duration, us
 	fs.Var(boundedDuration{p, lo, hi}, name, fmt.Sprintf("%s (`duration`: %s)", usage, limits))
 	return p
 }
+
+// flagGiven reports whether the command line set the flag, as opposed to
+// leaving its default.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

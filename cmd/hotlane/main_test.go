@@ -29,7 +29,14 @@ func hotlaneBinary(t *testing.T) string {
 // runCLI runs hotlane and returns stdout, stderr and the exit code.
 func runCLI(t *testing.T, bin string, args ...string) (string, string, int) {
 	t.Helper()
+	return runCLIEnv(t, bin, nil, args...)
+}
+
+// runCLIEnv is runCLI with NAME=VALUE settings added to the environment.
+func runCLIEnv(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -57,15 +64,32 @@ func writePolicy(t *testing.T, body string) string {
 // wantOneErrorLine runs hotlane with args and fails unless it exits 2
 // with one line on stderr containing want.
 //
+// It runs on a cold cache, as on a fresh machine: HOTLANE_CACHE is a new
+// empty directory, and must still be empty afterwards. A check that ran
+// only after fetching a kernel would leave apt state or a kernel there,
+// and its progress lines would make stderr more than one line; on a warm
+// cache fetching prints nothing, which once hid such a late check.
+//
 // As root it also checks that nothing stays attached: every BPF program a
 // failed run left alive (attached, pinned, or held by a link) would still
 // have its ID after the process is gone.
 func wantOneErrorLine(t *testing.T, bin string, args []string, want string) {
 	t.Helper()
+	wantOneErrorLineEnv(t, bin, nil, args, want)
+}
+
+// wantOneErrorLineEnv is wantOneErrorLine with env added to the
+// environment.
+func wantOneErrorLineEnv(t *testing.T, bin string, env, args []string, want string) {
+	t.Helper()
+	cache := t.TempDir()
 	before := bpfPrograms(t)
-	_, stderr, code := runCLI(t, bin, args...)
+	_, stderr, code := runCLIEnv(t, bin, append([]string{"HOTLANE_CACHE=" + cache}, env...), args...)
 	if left := newPrograms(t, before); len(left) > 0 {
 		t.Errorf("hotlane %v: BPF programs %v still loaded after it failed", args, left)
+	}
+	if entries, err := os.ReadDir(cache); err != nil || len(entries) > 0 {
+		t.Errorf("hotlane %v: the empty cache holds %v afterwards (%v): it fetched something before failing", args, entries, err)
 	}
 	if code != exitError {
 		t.Errorf("hotlane %v: exit %d, want %d", args, code, exitError)
@@ -177,6 +201,7 @@ func TestWrongFilesGiveOneClearLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "no", "such")
+	stats := filepath.Join(dir, "stats.json")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -194,19 +219,62 @@ func TestWrongFilesGiveOneClearLine(t *testing.T) {
 		{[]string{"probe", "xdp", "--iface", "lo", "--policy", file}, "invalid JSON"},
 		{[]string{"bench", "--workload", bin}, "invalid JSON"},
 		{[]string{"bench", "--workload", missing}, "no such file"},
-		{[]string{"bench", "--out", file}, "is a file, not a directory"},
+		{[]string{"bench", "--out", file}, "--out " + file + " is a file, not a directory"},
+		{[]string{"bench", "--out", filepath.Join(file, "sub")}, file + " is a file, not a directory"},
+		// A bad flag after --out must not leave the directory made.
+		{[]string{"bench", "--out", missing, "--workload", missing}, "no such file"},
+		{[]string{"bench", "--out", missing, "--baseline", "hotlane", "--schedulers", "eevdf"}, "--baseline hotlane is not among the variants"},
+		{[]string{"run", "--stats-json", missing}, "no such file"},
+		// The file is made before the scheduler's own checks, which
+		// then fail (--timeout); it must not be left behind.
+		{[]string{"run", "--stats-json", stats, "--timeout", "1h"}, "out of range"},
 		{[]string{"workload", "--file", dir}, "is a directory"},
 		{[]string{"workload", "--file", file}, "invalid JSON"},
+		// vm: every flag, file and directory before the kernel is fetched.
 		{[]string{"vm", "--kernel", file, "--", "doctor"}, "not an x86 bzImage"},
 		{[]string{"vm", "--kernel", dir, "--", "doctor"}, "not a regular file"},
-		{[]string{"vm", "--results", file, "--", "doctor"}, "is a file, not a directory"},
-		{[]string{"vm", "--add", missing, "--", "doctor"}, "no such file"},
+		{[]string{"vm", "--kernel", "/nonexistent", "--", "doctor"}, "/nonexistent does not exist"},
+		{[]string{"vm", "--kernel", "sid/Not_A_Package", "--", "doctor"}, "not a Debian package name"},
+		{[]string{"vm", "--results", file, "--", "doctor"}, "--results " + file + " is a file, not a directory"},
+		{[]string{"vm", "--results", filepath.Join(file, "sub"), "--", "doctor"}, file + " is a file, not a directory"},
+		{[]string{"vm", "--results", missing, "--add", missing, "--", "doctor"}, "cannot add " + missing + " to the guest: no such file"},
+		{[]string{"vm", "--add", missing + ":/m", "--", "doctor"}, "cannot add " + missing + " to the guest as /m: no such file"},
+		{[]string{"vm", "--add", dir, "--", "doctor"}, "not a regular file"},
+		{[]string{"vm", "--add", file + ":", "--", "doctor"}, "empty guest path"},
+		{[]string{"vm", "--cache", file, "--", "doctor"}, "--cache " + file + " is a file, not a directory"},
+		{[]string{"vm"}, "no command given"},
+		{[]string{"vm", "--scx-simple"}, "no command given"},
+		{[]string{"vm", "--", "doctr"}, `"doctr" is not a hotlane command`},
+		{[]string{"vm", "--", "/sched.test"}, "/sched.test is not in the guest"},
+		{[]string{"vm", "--add", file + ":/f", "--", "/sched.test"}, "/sched.test is not in the guest"},
+		{[]string{"vm", "--env", "NOEQ", "--", "doctor"}, `"NOEQ" is not NAME=VALUE`},
+		{[]string{"vm", "--scx", "scx_bogus", "--", "doctor"}, `"scx_bogus" is not one of`},
+		{[]string{"vm", "--print-vmlinux", "--", "doctor"}, "leave out the command"},
 	} {
 		wantOneErrorLine(t, bin, tc.args, tc.want)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "no")); err == nil {
-		t.Error("a failed run created an output path")
+	for _, p := range []string{filepath.Join(dir, "no"), stats} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("a failed run left %s behind", p)
+		}
 	}
+}
+
+// The programs `hotlane vm` needs are looked for before the kernel is
+// fetched, too: on a fresh machine they are the likeliest thing missing.
+func TestVMChecksProgramsBeforeFetching(t *testing.T) {
+	bin := hotlaneBinary(t)
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("needs qemu-system-x86_64 on the host")
+	}
+	onlyQemu := t.TempDir()
+	if err := os.Symlink(qemu, filepath.Join(onlyQemu, "qemu-system-x86_64")); err != nil {
+		t.Fatal(err)
+	}
+	wantOneErrorLineEnv(t, bin, []string{"PATH=" + t.TempDir()}, []string{"vm", "--", "doctor"}, "qemu-system-x86_64 not found")
+	// Nothing is cached, so scx_simple would be built: clang is needed.
+	wantOneErrorLineEnv(t, bin, []string{"PATH=" + onlyQemu}, []string{"vm", "--scx-simple", "--", "doctor"}, "apt-get install clang")
 }
 
 // The development hosts run a kernel without sched_ext: doctor says so,
@@ -246,9 +314,12 @@ func TestCommandsWithoutPrivileges(t *testing.T) {
 	// t.TempDir and its parent are private to root.
 	os.Chmod(filepath.Dir(bin), 0o755)
 	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
+	// bench checks that it can write its report before the privileges.
+	out := t.TempDir()
+	os.Chmod(out, 0o777)
 	for _, args := range [][]string{
 		{"verify", "--duration", "1s"},
-		{"bench", "--duration", "1s"},
+		{"bench", "--duration", "1s", "--out", out},
 		{"probe", "dma", "--duration", "1s"},
 		{"probe", "xdp", "--iface", "lo", "--duration", "1s"},
 		{"probe", "ioctl", "--duration", "1s"},

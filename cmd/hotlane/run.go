@@ -92,17 +92,26 @@ Flags:
 		return exitError
 	}
 
+	ran := false // the scheduler was enabled at least once
 	opts := sched.RunOptions{StatsInterval: *interval, Text: os.Stdout}
 	if *quiet {
 		opts.Text = nil
 	}
 	if *statsJSON != "" {
+		// Created before loading, so that a bad path fails first; the
+		// scheduler's own checks (sched_ext present, --timeout range)
+		// come later, and a run they stop leaves no empty file behind.
 		f, err := os.Create(*statsJSON)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError
 		}
-		defer f.Close()
+		defer func() {
+			if fi, err := f.Stat(); err == nil && fi.Size() == 0 && !ran {
+				os.Remove(*statsJSON)
+			}
+			f.Close()
+		}()
 		opts.JSON = f
 	}
 	if opts.Text == nil && opts.JSON == nil {
@@ -117,6 +126,7 @@ Flags:
 		bound = cfg.GuardedWaitBound(tick).String()
 	}
 	opts.Started = func(s *sched.Scheduler) {
+		ran = true
 		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, classes %v, %s mode; a normal task waits at most %s behind high-priority ones while up to 8 wait)\n",
 			s.Object, s.Classes(), map[bool]string{true: "partial", false: "full"}[*partial], bound)
 	}

@@ -69,63 +69,89 @@ Flags:
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
+		return exitError
+	}
+	// Every flag, file and directory is checked here, before the kernel
+	// is resolved: on a fresh machine that is an apt update and a
+	// download, and a mistake must not wait for them.
 	for _, name := range scx {
 		if err := vm.CheckScxName(name); err != nil {
-			fmt.Fprintf(os.Stderr, "hotlane vm: --scx %v\n", err)
-			return exitError
+			return fail(fmt.Errorf("--scx %w", err))
 		}
 	}
 	if *scxSimple {
 		scx = append(scx, "scx_simple")
 	}
-
-	k, err := vm.ResolveKernel(ctx, *cacheDir, *kernel, os.Stderr)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
-		return exitError
+	if err := vm.CheckKernelSpec(*kernel); err != nil {
+		return fail(err)
+	}
+	if err := checkDir("--cache", *cacheDir); err != nil {
+		return fail(err)
 	}
 	if *printVmlinux {
+		if fs.NArg() > 0 {
+			return fail(fmt.Errorf("--print-vmlinux only prints the path and boots nothing; leave out the command %q", fs.Arg(0)))
+		}
+		k, err := vm.ResolveKernel(ctx, *cacheDir, *kernel, os.Stderr)
+		if err != nil {
+			return fail(err)
+		}
 		if k.Vmlinux == "" {
-			fmt.Fprintf(os.Stderr, "hotlane vm: no vmlinux could be extracted from %s\n", k.Vmlinuz)
-			return exitError
+			return fail(fmt.Errorf("no vmlinux could be extracted from %s", k.Vmlinuz))
 		}
 		fmt.Println(k.Vmlinux)
 		return exitOK
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "hotlane vm: no command given; e.g. 'hotlane vm -- doctor'")
-		return exitError
+		return fail(errors.New("no command given; e.g. 'hotlane vm -- doctor'"))
+	}
+	if *results != "" {
+		if err := checkDir("--results", *results); err != nil {
+			return fail(err)
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
-		return exitError
-	}
-	if *results != "" {
-		if err := requireDir("--results", *results); err != nil {
-			fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
-			return exitError
-		}
+		return fail(err)
 	}
 	cfg := vm.Config{
-		Kernel: k, Init: self, Args: fs.Args(),
+		Init: self, Args: fs.Args(), Env: env,
 		Memory: memory, CPUs: *cpus, Timeout: *timeout, MultiThreadedTCG: *mttcg,
 		ResultsDir:  *results,
 		Files:       map[string]string{},
 		Executables: map[string]string{},
 	}
+	var guestPaths []string
 	for _, a := range add {
-		host, guest, ok := strings.Cut(a, ":")
-		if !ok {
-			guest = host
+		host, guest, err := vm.ParseAdd(a)
+		if err != nil {
+			return fail(fmt.Errorf("--add %w", err))
 		}
 		cfg.Executables[guest] = host
+		guestPaths = append(guestPaths, guest)
+	}
+	for _, name := range scx {
+		guestPaths = append(guestPaths, vm.ScxGuestPath(name))
+	}
+	if err := vm.CheckCommand(cfg.Args, guestCommands(), guestPaths); err != nil {
+		return fail(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fail(err)
+	}
+	if err := vm.CheckScxBuild(*cacheDir, *kernel, scx); err != nil {
+		return fail(err)
+	}
+
+	if cfg.Kernel, err = vm.ResolveKernel(ctx, *cacheDir, *kernel, os.Stderr); err != nil {
+		return fail(err)
 	}
 	if len(scx) > 0 {
-		bins, err := vm.BuildScx(ctx, *cacheDir, k, scx, os.Stderr)
+		bins, err := vm.BuildScx(ctx, *cacheDir, cfg.Kernel, scx, os.Stderr)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
-			return exitError
+			return fail(err)
 		}
 		for name, bin := range bins {
 			cfg.Executables[vm.ScxGuestPath(name)] = bin
@@ -141,10 +167,21 @@ Flags:
 		res, err = vm.Run(ctx, cfg)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
-		return exitError
+		return fail(err)
 	}
 	fmt.Fprintf(os.Stderr, "hotlane vm: guest exited %d (boot %.1fs, total %.1fs); results in %s\n",
 		res.ExitCode, res.Boot.Seconds(), res.Total.Seconds(), res.ResultsDir)
 	return res.ExitCode
+}
+
+// guestCommands are the hotlane subcommands the guest can run: all but vm,
+// as the guest has no qemu.
+func guestCommands() []string {
+	var names []string
+	for _, c := range commands() {
+		if c.name != "vm" {
+			names = append(names, c.name)
+		}
+	}
+	return names
 }
