@@ -19,15 +19,22 @@ build:
 deps:
 	@./scripts/deps.sh
 
-# The main job: boot the sched_ext VM and compare EEVDF, the upstream
-# scx_simple (vtime and FIFO) and hotlane on the same workload. Multi-
-# threaded TCG gives each guest CPU its own host core, which is what makes
-# the latencies meaningful. qemu 7.2 crashed such guests while the kernel
-# patched live code; deps installs qemu 10, which has not, and the retries
-# remain for a guest that dies anyway.
+# The main job: boot the sched_ext VM and compare, on the same workload, the
+# kernel's EEVDF alone and with the lane at nice -20, SCHED_FIFO and
+# SCHED_DEADLINE, the kernel's scx_simple (vtime and FIFO) and scx_qmap, and
+# hotlane; cyclictest (rt-tests) runs beside our periodic task as the
+# outside view. Multi-threaded TCG gives each guest CPU its own host core,
+# which is what makes the latencies meaningful. qemu 7.2 crashed such guests
+# while the kernel patched live code; deps installs qemu 10, which has not,
+# and the retries remain for a guest that dies anyway. DEMO_ARGS go to the
+# bench, e.g. DEMO_ARGS='--workload cyclictest' for cyclictest over
+# stress-ng alone, or --scheduler NAME=COMMAND for a scheduler of your own
+# (add its program with --add in the vm line).
 DEMO_OUT      ?= demo-results
+DEMO_ARGS     ?=
 demo: deps build
-	$(BIN) vm --scx-simple --mttcg --retries 2 --timeout 30m --results $(DEMO_OUT) -- bench
+	$(BIN) vm --scx scx_simple --scx scx_qmap --add /usr/bin/cyclictest --add /usr/bin/stress-ng \
+		--mttcg --retries 2 --timeout 45m --results $(DEMO_OUT) -- bench $(DEMO_ARGS)
 
 # The soak benchmark (not a test): 10 minutes of the default workload under
 # hotlane with the tracer and probes attached; results in $(SOAK_OUT).
