@@ -35,6 +35,10 @@ type MixResult struct {
 	RoundTrips []uint64
 	Cyclictest []CyclictestResult
 	StressOps  []uint64
+	// Ran is how long the generators ran: until this process saw ctx
+	// done, which on a starved machine (a guest whose timers fire late)
+	// can be well after ctx's deadline. Stopping them is not included.
+	Ran time.Duration
 }
 
 // HasLane reports whether the mix has a lane task to measure.
@@ -100,6 +104,12 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 	}
 	errs := make([]error, len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg))
 	var wg sync.WaitGroup
+	start := time.Now()
+	ran := make(chan time.Duration, 1)
+	go func() {
+		<-ctx.Done()
+		ran <- time.Since(start)
+	}()
 	for i, p := range m.Periodic {
 		wg.Add(1)
 		p.Lane = m.Lane
@@ -139,6 +149,7 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 		}()
 	}
 	wg.Wait()
+	res.Ran = <-ran
 	for _, err := range errs {
 		if err != nil {
 			return res, err
