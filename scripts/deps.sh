@@ -11,6 +11,9 @@
 #   git                          `make lint` lists the Go files with git ls-files
 #   rt-tests stress-ng           outside measuring tools (cyclictest) and load,
 #                                copied into the VM's initramfs by the tests
+#   clang-22 llvm-22             building scx_qmap (clang 19's build fails the
+#                                kernel's verifier); from bookworm-security where
+#                                the host has it, else skipped with a warning
 #   debian-archive-keyring       2023.3+deb12u2 or newer: the VM kernel comes
 #                                from trixie-backports, signed with the trixie key
 #
@@ -62,6 +65,8 @@ want=(clang-19 llvm-19 libelf-dev zlib1g-dev make gcc bpftool zstd xz-utils ipro
 missing=()
 for p in "${want[@]}"; do installed "$p" || missing+=("$p"); done
 version_ge debian-archive-keyring 2023.3+deb12u2 || missing+=(debian-archive-keyring)
+optional=()
+for p in clang-22 llvm-22; do installed "$p" || optional+=("$p"); done
 
 # bookworm's qemu 7.2 races with the guest kernel's live code patching
 # under multi-threaded TCG (guests die with "Oops: int3" or in the middle of
@@ -77,16 +82,21 @@ qemu_ok() {
 need_qemu=0
 qemu_ok || need_qemu=1
 
-[ ${#missing[@]} -eq 0 ] && [ $need_qemu -eq 0 ] && exit 0
+[ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && [ $need_qemu -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
-	echo "hotlane: missing packages: ${missing[*]} $([ $need_qemu -eq 1 ] && echo qemu-system-x86); run 'make deps' as root" >&2
+	echo "hotlane: missing packages: ${missing[*]} ${optional[*]} $([ $need_qemu -eq 1 ] && echo qemu-system-x86); run 'make deps' as root" >&2
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-if [ ${#missing[@]} -gt 0 ] || [ "${VERSION_CODENAME:-}" != bookworm ]; then
-	echo "hotlane: updating the package lists"
-	apt_step apt-get update -q
-fi
+echo "hotlane: updating the package lists"
+apt_step apt-get update -q
+for p in "${optional[@]}"; do
+	if apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+		missing+=("$p")
+	else
+		echo "hotlane: warning: $p is not in the host's apt sources (bookworm-security has it); scx_qmap will be built with an older clang, which the kernel's verifier rejects" >&2
+	fi
+done
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "hotlane: installing ${missing[*]}"
 	apt_step apt-get install -y -q --no-install-recommends "${missing[@]}"
