@@ -76,7 +76,7 @@ func TestBurstEveryKthPeriod(t *testing.T) {
 }
 
 func FuzzParseWorkload(f *testing.F) {
-	for _, file := range []string{"examples/default.json", "examples/bursty.json"} {
+	for _, file := range []string{"examples/default.json", "examples/bursty.json", "examples/outside-tools.json"} {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
@@ -98,6 +98,16 @@ func FuzzParseWorkload(f *testing.F) {
 		for _, h := range m.Hogs {
 			if h.Threads <= 0 || h.Threads > MaxThreads {
 				t.Fatalf("accepted %d hog threads", h.Threads)
+			}
+		}
+		for _, c := range m.Cyclictest {
+			if err := c.validate(); err != nil {
+				t.Fatalf("accepted an invalid cyclictest: %+v (%v)", c, err)
+			}
+		}
+		for _, g := range m.StressNg {
+			if g.CPU <= 0 || g.CPU > MaxThreads {
+				t.Fatalf("accepted %d stress-ng workers", g.CPU)
 			}
 		}
 	})
