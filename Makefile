@@ -49,9 +49,13 @@ soak: deps build
 # minimizes a newly found coverage input; that is not a failing input and
 # is not counted as one (a real failure writes "Failing input written").
 # -p 1: VM boots and BPF host tests should not compete for the 2 cores.
+# A failing go test does not skip the fuzz targets: both run, and the target
+# fails if either did.
 test: deps lint
-	$(GO) test -p 1 -count=1 -timeout 60m ./...
-	$(MAKE) fuzz
+	@status=0; \
+	$(GO) test -p 1 -count=1 -timeout 60m ./... || status=1; \
+	$(MAKE) fuzz || status=1; \
+	exit $$status
 
 FUZZTIME ?= 10s
 FUZZ_TARGETS := ./policy:FuzzParse ./verify:FuzzParseBounds ./verify:FuzzHistogramJSON ./workloads:FuzzParseWorkload ./probe/xdp:FuzzXDP
