@@ -13,9 +13,10 @@
  *     into that CPU's local queue. No shared queue, no lock, no latency.
  *  2. enqueue: per-CPU kthreads go to their CPU's local queue; they preempt
  *     fair work (other work waits on them) but never the lane. Lane tasks
- *     go to the high queue; a lane wake-up kicks a CPU for itself (an idle
- *     one if any, else this CPU or the one whose fair task has run the
- *     longest, preempting it). Other tasks go to the fair queue in vtime
+ *     waking up go straight to a CPU's local queue (an idle one if any,
+ *     else this CPU or the one whose fair task has run the longest,
+ *     preempting it), or to the high queue when the lane holds every CPU
+ *     they may use. Other tasks go to the fair queue in vtime
  *     order, with at most one slice of banked credit and HL_MAX_DEBT slices
  *     of debt; an idle CPU, if any, is kicked for them.
  *  3. dispatch: the high queue first, then the fair queue. A lane task
@@ -165,45 +166,38 @@ static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu
 }
 
 /*
- * Make a CPU pick up a lane task that just woke: an idle CPU if there is
- * one; else this CPU, when it runs fair work, because a local reschedule
- * needs no IPI; else the allowed CPU whose fair task has run the longest,
- * since it has had the most of its share.
+ * The CPU a lane task that just woke should run on now, or -1 for the high
+ * queue: an idle CPU if there is one (*idle set; picking it claims it);
+ * else this CPU, when it runs fair work, because a local reschedule needs
+ * no IPI; else the allowed CPU whose fair task has run the longest, since
+ * it has had the most of its share.
  */
-static void kick_for(struct task_struct *p, struct hl_stats *st)
+static s32 lane_target(struct task_struct *p, bool *idle)
 {
 	u64 now = bpf_ktime_get_ns(), longest = 0;
 	s32 cpu, victim = -1;
 
 	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 	if (cpu >= 0) {
-		scx_bpf_kick_cpu(cpu, HL_KICK_IDLE);
-		if (st)
-			st->idle_kicks++;
-		return;
+		*idle = true;
+		return cpu;
 	}
-
+	*idle = false;
 	cpu = bpf_get_smp_processor_id();
-	if (preemptible(p, cpu)) {
-		victim = cpu;
-	} else {
-		for (u32 i = 0; i < HL_MAX_CPUS; i++) {
-			struct hl_cpu *c;
+	if (preemptible(p, cpu))
+		return cpu;
+	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
+		struct hl_cpu *c;
 
-			if (i >= nr_cpus)
-				break;
-			c = preemptible(p, i);
-			if (c && now - c->started_at >= longest) {
-				longest = now - c->started_at;
-				victim = i;
-			}
+		if (i >= nr_cpus)
+			break;
+		c = preemptible(p, i);
+		if (c && now - c->started_at >= longest) {
+			longest = now - c->started_at;
+			victim = i;
 		}
 	}
-	if (victim >= 0) {
-		scx_bpf_kick_cpu(victim, HL_KICK_PREEMPT);
-		if (st)
-			st->preempt_kicks++;
-	}
+	return victim;
 }
 
 SEC("struct_ops/hl_select_cpu")
@@ -240,8 +234,9 @@ int hl_enqueue(u64 *ctx)
 	struct hl_stats *st = stats_get();
 	struct hl_task_class *tc;
 	struct hl_cpu *on;
+	bool idle = false;
 	u64 vtime, n;
-	s32 idle;
+	s32 target;
 
 	/* The test knob is a load-time constant: off, no shared counter. */
 	if (debug_error_after) {
@@ -268,12 +263,33 @@ int hl_enqueue(u64 *ctx)
 		return 0;
 	}
 
+	/*
+	 * A lane wake-up goes straight to the local queue of the CPU it should
+	 * run on, preempting the fair task there: no shared queue, no
+	 * dispatch callback, no second IPI. lane_target() only offers CPUs in
+	 * p's cpus_ptr; a migration-disabled task stays on the shared queue.
+	 */
 	if (c->high_priority) {
+		if (c->preempt && (enq_flags & HL_ENQ_WAKEUP) && !p->migration_disabled) {
+			target = lane_target(p, &idle);
+			if (target >= 0) {
+				hl_dsq_insert(p, HL_DSQ_LOCAL_ON | target, c->slice_ns,
+					      enq_flags | (idle ? 0 : HL_ENQ_PREEMPT));
+				if (idle)
+					scx_bpf_kick_cpu(target, HL_KICK_IDLE);
+				if (st) {
+					if (idle)
+						st->idle_kicks++;
+					else
+						st->preempt_kicks++;
+				}
+				return 0;
+			}
+		}
+		/* No CPU to take: the lane holds every allowed one. A task
+		 * requeued after its slice finds every CPU serving the high
+		 * queue first anyway. */
 		hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
-		/* Only wake-ups kick: a task requeued after its slice finds
-		 * every CPU serving the high queue first anyway. */
-		if (c->preempt && (enq_flags & HL_ENQ_WAKEUP))
-			kick_for(p, st);
 		return 0;
 	}
 
@@ -294,9 +310,9 @@ int hl_enqueue(u64 *ctx)
 	hl_dsq_insert_vtime(p, HL_DSQ_FAIR, c->slice_ns, vtime, enq_flags);
 
 	/* A queued task must not wait while a CPU idles. */
-	idle = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-	if (idle >= 0)
-		scx_bpf_kick_cpu(idle, HL_KICK_IDLE);
+	target = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	if (target >= 0)
+		scx_bpf_kick_cpu(target, HL_KICK_IDLE);
 	return 0;
 }
 

@@ -115,6 +115,7 @@ void scx_bpf_dsq_move_set_slice(struct bpf_iter_scx_dsq *it__iter, u64 slice) __
 	__builtin_preserve_enum_value(*(typeof(enum type) *)name, 1 /* BPF_ENUMVAL_VALUE */)
 
 #define HL_DSQ_LOCAL	HL_ENUM(scx_dsq_id_flags, SCX_DSQ_LOCAL)
+#define HL_DSQ_LOCAL_ON	HL_ENUM(scx_dsq_id_flags, SCX_DSQ_LOCAL_ON)
 #define HL_KICK_PREEMPT	HL_ENUM(scx_kick_flags, SCX_KICK_PREEMPT)
 #define HL_KICK_IDLE	HL_ENUM(scx_kick_flags, SCX_KICK_IDLE)
 #define HL_ENQ_WAKEUP	HL_ENUM(scx_enq_flags, SCX_ENQ_WAKEUP)
