@@ -44,6 +44,11 @@ func readSysfs(t *testing.T, name string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// hangDeadline bounds the wait for something that must happen but whose
+// timing is the machine's (TCG, a busy host): it only catches a hang.
+// Tests log how long such things took; benchmarks report it.
+const hangDeadline = 30 * time.Second
+
 // waitState polls the sched_ext state; within is generous for TCG.
 func waitState(t *testing.T, want string, within time.Duration) {
 	t.Helper()
@@ -54,6 +59,22 @@ func waitState(t *testing.T, want string, within time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitDisabledAfter waits until sched_ext is disabled after what happened
+// at since, and logs how long that took. It returns false if it was still
+// not disabled after hangDeadline.
+func waitDisabledAfter(t *testing.T, since time.Time, what string) (time.Duration, bool) {
+	t.Helper()
+	for readSysfs(t, "state") != "disabled" {
+		if time.Since(since) > hangDeadline {
+			return time.Since(since), false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(since)
+	t.Logf("%s to sched_ext disabled: %s", what, took)
+	return took, true
 }
 
 func load(t *testing.T, p *policy.Policy, cfg sched.Config) *sched.Scheduler {
@@ -90,7 +111,7 @@ func TestGuestLoadUnload(t *testing.T) {
 	if info.KindName != "SCX_EXIT_UNREG" || info.IsError() {
 		t.Errorf("exit = %v, want SCX_EXIT_UNREG", info)
 	}
-	waitState(t, "disabled", 5*time.Second)
+	waitState(t, "disabled", hangDeadline)
 }
 
 // startRun starts `hotlane run` and waits until the kernel runs it.
@@ -102,7 +123,7 @@ func startRun(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangDeadline)
 	for readSysfs(t, "root/ops") != "hotlane" {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
@@ -114,12 +135,32 @@ func startRun(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	return cmd, &stderr
 }
 
+// waitStatsLines waits until the file holds at least n complete lines;
+// it fails the test if they do not come within hangDeadline.
+func waitStatsLines(t *testing.T, path string, n int) {
+	t.Helper()
+	began := time.Now()
+	for {
+		raw, _ := os.ReadFile(path)
+		if lines := strings.SplitAfter(string(raw), "\n"); len(lines)-1 >= n {
+			t.Logf("%d stats lines after %s", n, time.Since(began))
+			return
+		} else if time.Since(began) > hangDeadline {
+			t.Fatalf("%d complete stats lines in %s, want %d:\n%s", len(lines)-1, hangDeadline, n, raw)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// SIGTERM and SIGINT stop `hotlane run` cleanly, with the exit reason,
+// after its stats lines have kept coming (two of them, however long the
+// machine takes: the interval is the program's, the delay the machine's).
 func TestGuestRunStopsOnSignals(t *testing.T) {
 	vmtest.RequireGuest(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		statsFile := t.TempDir() + "/stats.jsonl"
 		cmd, stderr := startRun(t, "--stats-json", statsFile, "--stats-interval", "100ms")
-		time.Sleep(500 * time.Millisecond)
+		waitStatsLines(t, statsFile, 2)
 		cmd.Process.Signal(sig)
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("%v: hotlane run: %v\n%s", sig, err, stderr)
@@ -127,16 +168,17 @@ func TestGuestRunStopsOnSignals(t *testing.T) {
 		if !strings.Contains(stderr.String(), "SCX_EXIT_UNREG") {
 			t.Errorf("%v: exit reason missing:\n%s", sig, stderr)
 		}
-		waitState(t, "disabled", 5*time.Second)
+		waitState(t, "disabled", hangDeadline)
 
 		raw, err := os.ReadFile(statsFile)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-		var st sched.Stats
-		if err := json.Unmarshal([]byte(lines[0]), &st); err != nil || len(st.Classes) != 2 || st.Classes[1].Class != "normal" {
-			t.Errorf("%v: stats JSON line %q: %+v, %v", sig, lines[0], st, err)
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var st sched.Stats
+			if err := json.Unmarshal([]byte(line), &st); err != nil || len(st.Classes) != 2 || st.Classes[1].Class != "normal" {
+				t.Errorf("%v: stats JSON line %q: %+v, %v", sig, line, st, err)
+			}
 		}
 	}
 }
@@ -151,7 +193,7 @@ func TestGuestRunReportsCost(t *testing.T) {
 		t.Errorf("Cost without MeasureCost: %v, want ErrNoCost", err)
 	}
 	s.Close()
-	waitState(t, "disabled", 5*time.Second)
+	waitState(t, "disabled", hangDeadline)
 	cmd, stderr := startRun(t, "--cost")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -183,13 +225,20 @@ func TestGuestRunReportsCost(t *testing.T) {
 
 // The kernel owns the struct_ops link through the process's file
 // descriptor: when the process dies, however it dies, the kernel unloads
-// the scheduler and puts every task back on the default one.
+// the scheduler and puts every task back on the default one. How long
+// that takes is logged: under TCG it is the emulator's time.
 func TestGuestKill9RestoresDefaultScheduler(t *testing.T) {
 	vmtest.RequireGuest(t)
-	cmd, _ := startRun(t)
+	cmd, stderr := startRun(t)
+	killed := time.Now()
 	cmd.Process.Kill()
 	cmd.Wait()
-	waitState(t, "disabled", time.Second)
+	if took, ok := waitDisabledAfter(t, killed, "kill -9"); !ok {
+		t.Fatalf("sched_ext state %q %s after kill -9, want disabled\n%s", readSysfs(t, "state"), took, stderr)
+	}
+	if ops := readSysfs(t, "root/ops"); ops != "" {
+		t.Errorf("root/ops = %q after the kill, want no BPF scheduler", ops)
+	}
 }
 
 func TestGuestErrorExitIsReported(t *testing.T) {
@@ -207,7 +256,7 @@ func TestGuestErrorExitIsReported(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}
 	}
-	waitState(t, "disabled", 5*time.Second)
+	waitState(t, "disabled", hangDeadline)
 }
 
 func TestGuestRefusesWhileAnotherSchedulerRuns(t *testing.T) {
@@ -219,9 +268,9 @@ func TestGuestRefusesWhileAnotherSchedulerRuns(t *testing.T) {
 	defer func() {
 		simple.Process.Signal(syscall.SIGINT)
 		simple.Wait()
-		waitState(t, "disabled", 5*time.Second)
+		waitState(t, "disabled", hangDeadline)
 	}()
-	waitState(t, "enabled", 30*time.Second)
+	waitState(t, "enabled", hangDeadline)
 
 	out, err := exec.Command(vmtest.HotlaneGuestPath, "run", "-q").CombinedOutput()
 	var exitErr *exec.ExitError
@@ -256,7 +305,7 @@ func namedThread(t *testing.T, ctx context.Context, comm string, fn func()) int 
 // waitClass polls until the scheduler has put tid in class want.
 func waitClass(t *testing.T, s *sched.Scheduler, tid int, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(hangDeadline)
 	for {
 		got, err := s.TaskClass(tid)
 		if err == nil && got == want {
@@ -393,6 +442,11 @@ func percentile(h *verify.Histogram, q float64) time.Duration {
 
 // The product's promise, as an ordering: under the same load in the same
 // boot, the inference task waits less under hotlane than under scx_simple.
+// Only the median is compared, because its margin is wide (5-13x in our
+// runs: 15-16 ms against 1-3 ms under single-threaded TCG); p90 (as
+// little as 1.4x) and p99 (decided by the emulator) are logged, not
+// asserted: their order is noise on a slow or busy machine. `hotlane
+// bench` reports all of them.
 func TestGuestLatencyBeatsScxSimple(t *testing.T) {
 	vmtest.RequireGuest(t)
 	const run = 6 * time.Second
@@ -401,11 +455,11 @@ func TestGuestLatencyBeatsScxSimple(t *testing.T) {
 	if err := simple.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, "enabled", 30*time.Second)
+	waitState(t, "enabled", hangDeadline)
 	underSimple := latencyUnder(t, run)
 	simple.Process.Signal(syscall.SIGINT)
 	simple.Wait()
-	waitState(t, "disabled", 5*time.Second)
+	waitState(t, "disabled", hangDeadline)
 
 	s := load(t, policy.Default("infer"), sched.Config{})
 	underHotlane := latencyUnder(t, run)
@@ -413,17 +467,13 @@ func TestGuestLatencyBeatsScxSimple(t *testing.T) {
 		t.Fatalf("hotlane exited during the run: %v", info)
 	}
 
-	// The median and p90 are compared: under TCG the last percent of
-	// samples is dominated by the emulator (the same tail shows under
-	// EEVDF), while the body of the distribution is the scheduler's.
-	for _, q := range []float64{0.5, 0.9} {
-		s, h := percentile(underSimple, q), percentile(underHotlane, q)
-		t.Logf("inference wake latency p%g: scx_simple %v (%d samples), hotlane %v (%d samples)", q*100, s, underSimple.Count(), h, underHotlane.Count())
-		if h >= s {
-			t.Errorf("hotlane p%g %v is not below scx_simple's %v", q*100, h, s)
-		}
+	for _, q := range []float64{0.5, 0.9, 0.99} {
+		t.Logf("inference wake latency p%g: scx_simple %v (%d samples), hotlane %v (%d samples)",
+			q*100, percentile(underSimple, q), underSimple.Count(), percentile(underHotlane, q), underHotlane.Count())
 	}
-	t.Logf("p99 for the record: scx_simple %v, hotlane %v", percentile(underSimple, 0.99), percentile(underHotlane, 0.99))
+	if s, h := percentile(underSimple, 0.5), percentile(underHotlane, 0.5); h >= s {
+		t.Errorf("hotlane's median wake latency %v is not below scx_simple's %v", h, s)
+	}
 }
 
 func unsafePointer[T any](s []T) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
