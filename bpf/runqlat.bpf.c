@@ -5,11 +5,29 @@
  * events: how long a runnable task waits until it gets a CPU.
  *
  * The algorithm of bcc's runqlat, with its known faults fixed:
- *  - A task is stamped when it becomes runnable (sched_wakeup,
- *    sched_wakeup_new) and re-stamped at sched_switch when it leaves the CPU
- *    still runnable (preempted). Whether it is still runnable comes from the
- *    tracepoint's prev_state argument, not the classic tracepoint's
- *    prev_state field, which reads TASK_REPORT_MAX for a preempted task.
+ *  - A task is stamped when it is woken (sched_waking) or created
+ *    (sched_wakeup_new), and re-stamped at sched_switch when it leaves the
+ *    CPU still runnable.
+ *  - The wait starts at the same point under every scheduler:
+ *    sched_waking fires in try_to_wake_up() on the waker's CPU before the
+ *    wake-up is queued anywhere. sched_wakeup, which bcc uses, fires where
+ *    the task is activated: for a queued wake-up (TTWU_QUEUE, EEVDF) that
+ *    is on the wakee's CPU after an IPI, under sched_ext on the waker's, so
+ *    the same wake-up would measure differently under each.
+ *  - "Still runnable" is the sched_switch preempt argument, or a prev_state
+ *    argument of TASK_RUNNING (sched_yield, a signal pending), never the
+ *    classic tracepoint's prev_state field (TASK_REPORT_MAX when
+ *    preempted). A task preempted on its way to sleep, after it set
+ *    TASK_INTERRUPTIBLE but before schedule(), has a sleeping prev_state
+ *    yet stays queued: the kernel's own __trace_sched_switch_state() counts
+ *    it as running, and so does this tracer. If its wake-up comes while it
+ *    waits, the wait still began at the preemption.
+ *  - A wake-up can fire while its task is still on its way off the CPU
+ *    (sched_waking on another CPU before the task's blocking sched_switch):
+ *    the blocking switch therefore keeps a stamp taken during the task's
+ *    current run, and the switch-in uses it. A stamp from a wake-up that
+ *    found the task still running (its timer fired before it slept) is
+ *    overwritten by the next wake-up or preemption before it can be used.
  *  - The wait is measured when the task is switched in, keyed by that task
  *    (never by `current`); the per-CPU idle task is skipped.
  *  - Stamps live in task-local storage: they die with the task, so a reused
@@ -27,21 +45,24 @@
  * certain tasks never reach the tracepoint's probes (BPF and ftrace alike),
  * and a wait that ended at such a switch cannot be measured. bcc's runqlat
  * loses these silently; here each one is counted, exactly, from the
- * kernel's own per-task counts: sched_info.pcount (times the task got a
- * CPU) and nvcsw + nivcsw (times it left one). At every reported switch of
- * a task the tracer compares them with what it has accounted for:
- *  - switch-ins it never saw: each ended a wait nobody measured;
+ * kernel's own count of the task's context switches, nvcsw + nivcsw, which
+ * __schedule() increments for every switch away from a task, just before
+ * sched_switch fires. A task's k-th run ends at its k-th switch-out, so at
+ * every reported switch of a task the tracer knows which run begins or
+ * ends, and compares that with the runs it has accounted for:
+ *  - runs whose switch-in it never saw: each ended a wait nobody measured;
  *  - a switch-out it never saw: the wait that began there has no known
- *    start, so the next switch-in is not measured either.
+ *    start, so the next switch-in is not measured either (its stamp, if
+ *    any, may be older than that wait).
  * Both are counted as unmeasured waits (of the tasks the filters select),
- * so that for every task, switch-ins = samples + unmeasured + unstamped
- * (below). A stamp also records the task's switch-in count, so a stamp left
- * over from a wait that ended unseen is never used for a later one. A
+ * so that for every task, switch-ins = samples + unmeasured + unstamped. A
  * switch-in whose wait start the tracer did not see although it saw the
- * task leave the CPU is counted as unstamped. Per CPU, a switch whose prev
- * is not the task the last reported switch put there is counted as an
- * unreported switch. Kernels without CONFIG_SCHED_INFO have no pcount:
- * there only unreported switches are counted.
+ * task leave the CPU (its wake-up was not reported) is counted as
+ * unstamped. Per CPU, a switch whose prev is not the task the last
+ * reported switch put there is counted as an unreported switch. The
+ * scheduler's sched_info.pcount is no substitute for the switch count: it
+ * counts only arrivals after sched_info saw the task queued, not one after
+ * a preemption on the way to sleep.
  *
  * Classes come from the same classifier the scheduler uses
  * (classify.bpf.h), so "inference" means the same tasks in both.
@@ -64,10 +85,10 @@ const volatile bool per_task;		/* keep a histogram per task */
 
 /* Counters of what happened, and of everything that was lost. */
 struct rq_counters {
-	u64 wakeups;
+	u64 wakeups;		/* sched_waking and sched_wakeup_new */
 	u64 switches;
 	u64 samples;
-	u64 stamp_failures;	/* could not store a start stamp */
+	u64 stamp_failures;	/* could not store a task's wait state */
 	u64 task_table_full;	/* task not tracked individually */
 	u64 ringbuf_drops;	/* violation not streamed */
 	u64 unmeasured_waits;	/* a switch that began or ended it was not reported */
@@ -155,21 +176,23 @@ struct {
 } violations SEC(".maps");
 
 /*
- * A task's wait, and how many of its trips to the CPU have been accounted
- * for (as a sample or as unmeasured). runs and outs mirror the kernel's
- * counts; 32 bits are plenty for comparing them, which wraps correctly.
+ * A task's wait, and how many of its trips to the CPU (runs) have been
+ * accounted for, as a sample or as unmeasured. Runs are numbered by the
+ * kernel's count of the task's switch-outs: run k ends at switch-out k.
+ * 32 bits are plenty for comparing counts, which wraps correctly.
  */
 struct wait_state {
 	u64 at;		/* when the current wait began; 0: none known */
-	u32 at_runs;	/* the task's switch-in count when `at` was taken */
-	u32 runs;	/* switch-ins accounted for */
-	u32 outs;	/* switch-outs at its last reported switch-out */
-	u32 seen;	/* WS_RUNS, WS_OUTS: runs, outs are valid */
 	u64 task;	/* raw_tp: the task_struct the pid-keyed entry is for */
+	u32 runs;	/* runs accounted for */
+	u32 outs;	/* switch-outs at its last reported switch-out */
+	u32 flags;	/* WS_* */
+	u32 _pad;
 };
 
-#define WS_RUNS 1
-#define WS_OUTS 2
+#define WS_RUNS 1	/* runs is valid */
+#define WS_OUTS 2	/* outs is valid */
+#define WS_QUEUED 4	/* `at` is when it left the CPU still runnable */
 
 /* tp_btf: wait state in task-local storage. */
 struct {
@@ -300,9 +323,6 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 
 /* ---- accounting shared by both hook families ------------------------- */
 
-/* BPF_FIELD_EXISTS: the loader resolves it against the running kernel. */
-#define FIELD_EXISTS(f) __builtin_preserve_field_info(f, 2)
-
 /*
  * A reported switch on this CPU whose prev is not what the last reported
  * switch put here means at least one switch in between was not reported.
@@ -320,29 +340,57 @@ static __always_inline void check_reported(struct task_struct *prev, struct task
 	*last = (u64)next;
 }
 
-static __always_inline void stamp(struct wait_state *st, u32 runs, u64 now)
+static __always_inline void stamp(struct wait_state *st, u64 now)
 {
 	st->at = now;
-	st->at_runs = runs;
+	st->flags &= ~WS_QUEUED;
 }
 
 /*
- * A task left the CPU in a reported switch, with runs switch-ins and outs
- * switch-outs to its name; if it is still runnable its next wait begins now.
- * Returns how many of its switch-ins were never reported: each ended a wait
- * that went unmeasured.
+ * A wake-up. A task that was preempted on its way to sleep is queued and
+ * waiting already: its wait began when it left the CPU, and that stamp
+ * stays. Any other stamp is from an earlier wait. (A preemption stamp
+ * left over from a switch-in that was not reported is never used: the
+ * task's next reported switch replaces or drops it, or it is not measured
+ * for want of a reported switch-out.)
  */
-static __always_inline u32 left_cpu(struct wait_state *st, u32 runs, u32 outs, bool runnable, u64 now)
+static __always_inline void stamp_wakeup(struct wait_state *st, u64 now)
 {
-	u32 unseen = 0;
+	if (st->at && (st->flags & WS_QUEUED))
+		return;
+	stamp(st, now);
+}
 
-	if (st->seen & WS_RUNS)
-		unseen = runs - st->runs;
-	st->runs = runs;
+/* n runs of a task, newer than its last accounted run: how many. */
+static __always_inline u32 runs_since(struct wait_state *st, u32 n)
+{
+	s32 d = n - st->runs;
+
+	return (st->flags & WS_RUNS) && d > 0 ? d : 0;
+}
+
+/*
+ * A task left the CPU in a reported switch: its run number outs (its
+ * switch-out count, already counting this one) ends. If it is still
+ * runnable its next wait begins now. Returns how many of its runs began
+ * with a switch-in nobody reported: each ended a wait that went
+ * unmeasured.
+ */
+static __always_inline u32 left_cpu(struct wait_state *st, u32 outs, bool runnable, u64 now)
+{
+	u32 unseen = runs_since(st, outs);
+
+	st->runs = outs;
 	st->outs = outs;
-	st->seen = WS_RUNS | WS_OUTS;
-	if (runnable)
-		stamp(st, runs, now);
+	st->flags = (st->flags & WS_QUEUED) | WS_RUNS | WS_OUTS;
+	if (runnable) {
+		stamp(st, now);
+		st->flags |= WS_QUEUED;
+	} else {
+		/* Blocked: a stamp taken during this run is a wake-up in
+		 * flight, from another CPU, and stays. */
+		st->flags &= ~WS_QUEUED;
+	}
 	return unseen;
 }
 
@@ -354,21 +402,23 @@ struct got_cpu {
 	u32 unstamped;		/* this wait's start was not seen (0 or 1) */
 };
 
-/* A task got the CPU in a reported switch, with runs switch-ins so far. */
-static __always_inline void got_cpu(struct wait_state *st, u32 runs, u32 outs, u64 now, struct got_cpu *g)
+/*
+ * A task got the CPU in a reported switch, after outs switch-outs: run
+ * outs + 1 begins.
+ */
+static __always_inline void got_cpu(struct wait_state *st, u32 outs, u64 now, struct got_cpu *g)
 {
-	if (st->seen & WS_RUNS)
-		g->unmeasured = runs - st->runs; /* switch-ins since the last reported one */
-	if ((st->seen & WS_OUTS) && outs != st->outs)
+	g->unmeasured = runs_since(st, outs); /* runs whose switch-in was not reported */
+	if ((st->flags & WS_OUTS) && outs != st->outs)
 		g->unmeasured++;	/* it left the CPU unreported: this wait's start is unknown */
-	else if (st->at && st->at_runs == runs) {
+	else if (st->at) {
 		g->delta = now - st->at;
 		g->measured = true;
-	} else if (st->seen & WS_OUTS)
+	} else if (st->flags & WS_OUTS)
 		g->unstamped = 1;
 	st->at = 0;
-	st->runs = runs + 1;
-	st->seen |= WS_RUNS;
+	st->runs = outs + 1;
+	st->flags = (st->flags & ~WS_QUEUED) | WS_RUNS;
 }
 
 /* Counts waits of p that were not measured, if the filters select p. */
@@ -385,13 +435,7 @@ static __always_inline void count_unmeasured(struct task_struct *p, u32 n, struc
 
 /* ---- tp_btf: typed arguments, task-local stamps, cached classes ------- */
 
-static __always_inline u32 runs_btf(struct task_struct *p)
-{
-	if (!FIELD_EXISTS(p->sched_info))
-		return 0;
-	return p->sched_info.pcount;
-}
-
+/* The task's context switches so far: run k ends at switch-out k. */
 static __always_inline u32 outs_btf(struct task_struct *p)
 {
 	return p->nvcsw + p->nivcsw;
@@ -408,7 +452,7 @@ static __always_inline struct wait_state *state_btf(struct task_struct *p, bool 
 	return st;
 }
 
-static __always_inline void wakeup_btf(struct task_struct *p)
+static __always_inline void wakeup_btf(struct task_struct *p, bool new_task)
 {
 	struct rq_counters *cnt = counters_get();
 	struct wait_state *st;
@@ -418,21 +462,26 @@ static __always_inline void wakeup_btf(struct task_struct *p)
 	if (!p->pid)
 		return;
 	st = state_btf(p, true, cnt);
-	if (st)
-		stamp(st, runs_btf(p), bpf_ktime_get_ns());
+	if (!st)
+		return;
+	if (new_task)
+		stamp(st, bpf_ktime_get_ns());
+	else
+		stamp_wakeup(st, bpf_ktime_get_ns());
 }
 
-SEC("tp_btf/sched_wakeup")
-int rq_wakeup_btf(u64 *ctx)
+/* TP_PROTO(struct task_struct *p) */
+SEC("tp_btf/sched_waking")
+int rq_waking_btf(u64 *ctx)
 {
-	wakeup_btf((struct task_struct *)ctx[0]);
+	wakeup_btf((struct task_struct *)ctx[0], false);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int rq_wakeup_new_btf(u64 *ctx)
 {
-	wakeup_btf((struct task_struct *)ctx[0]);
+	wakeup_btf((struct task_struct *)ctx[0], true);
 	return 0;
 }
 
@@ -441,6 +490,7 @@ int rq_wakeup_new_btf(u64 *ctx)
 SEC("tp_btf/sched_switch")
 int rq_switch_btf(u64 *ctx)
 {
+	bool preempt = (u8)ctx[0];
 	struct task_struct *prev = (struct task_struct *)ctx[1];
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = ctx[3];
@@ -455,10 +505,10 @@ int rq_switch_btf(u64 *ctx)
 	check_reported(prev, next, cnt);
 	if (prev->pid) {
 		st = state_btf(prev, true, cnt);
-		/* Still runnable (preempted): it starts waiting again now. */
+		/* Still runnable: it starts waiting again now. */
 		if (st)
-			count_unmeasured(prev, left_cpu(st, runs_btf(prev), outs_btf(prev),
-							prev_state == 0 /* TASK_RUNNING */, now), cnt);
+			count_unmeasured(prev, left_cpu(st, outs_btf(prev),
+							preempt || prev_state == 0 /* TASK_RUNNING */, now), cnt);
 	}
 
 	if (!next->pid)
@@ -466,7 +516,7 @@ int rq_switch_btf(u64 *ctx)
 	st = state_btf(next, false, cnt);
 	if (!st)
 		return 0;
-	got_cpu(st, runs_btf(next), outs_btf(next), now, &g);
+	got_cpu(st, outs_btf(next), now, &g);
 	if (!g.measured && !g.unmeasured && !g.unstamped)
 		return 0;
 
@@ -483,13 +533,6 @@ int rq_switch_btf(u64 *ctx)
 }
 
 /* ---- raw_tp fallback: untyped arguments, pid-keyed stamps ------------- */
-
-static __always_inline u32 runs_raw(struct task_struct *p)
-{
-	if (!FIELD_EXISTS(p->sched_info))
-		return 0;
-	return CORE_READ(p, sched_info.pcount);
-}
 
 static __always_inline u32 outs_raw(struct task_struct *p)
 {
@@ -523,7 +566,7 @@ static __always_inline struct wait_state *state_pid(struct task_struct *p, u32 p
 	return st;
 }
 
-static __always_inline void wakeup_raw(struct task_struct *p)
+static __always_inline void wakeup_raw(struct task_struct *p, bool new_task)
 {
 	struct rq_counters *cnt = counters_get();
 	u32 pid = CORE_READ(p, pid);
@@ -534,27 +577,32 @@ static __always_inline void wakeup_raw(struct task_struct *p)
 	if (!pid)
 		return;
 	st = state_pid(p, pid, true, cnt);
-	if (st)
-		stamp(st, runs_raw(p), bpf_ktime_get_ns());
+	if (!st)
+		return;
+	if (new_task)
+		stamp(st, bpf_ktime_get_ns());
+	else
+		stamp_wakeup(st, bpf_ktime_get_ns());
 }
 
-SEC("raw_tp/sched_wakeup")
-int rq_wakeup_raw(u64 *ctx)
+SEC("raw_tp/sched_waking")
+int rq_waking_raw(u64 *ctx)
 {
-	wakeup_raw((struct task_struct *)ctx[0]);
+	wakeup_raw((struct task_struct *)ctx[0], false);
 	return 0;
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int rq_wakeup_new_raw(u64 *ctx)
 {
-	wakeup_raw((struct task_struct *)ctx[0]);
+	wakeup_raw((struct task_struct *)ctx[0], true);
 	return 0;
 }
 
 SEC("raw_tp/sched_switch")
 int rq_switch_raw(u64 *ctx)
 {
+	bool preempt = (u8)ctx[0];
 	struct task_struct *prev = (struct task_struct *)ctx[1];
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = ctx[3];
@@ -572,8 +620,8 @@ int rq_switch_raw(u64 *ctx)
 	if (pid) {
 		st = state_pid(prev, pid, true, cnt);
 		if (st)
-			count_unmeasured(prev, left_cpu(st, runs_raw(prev), outs_raw(prev),
-							prev_state == 0 /* TASK_RUNNING */, now), cnt);
+			count_unmeasured(prev, left_cpu(st, outs_raw(prev),
+							preempt || prev_state == 0 /* TASK_RUNNING */, now), cnt);
 	}
 
 	pid = CORE_READ(next, pid);
@@ -582,7 +630,7 @@ int rq_switch_raw(u64 *ctx)
 	st = state_pid(next, pid, false, cnt);
 	if (!st)
 		return 0;
-	got_cpu(st, runs_raw(next), outs_raw(next), now, &g);
+	got_cpu(st, outs_raw(next), now, &g);
 	if (!g.measured && !g.unmeasured && !g.unstamped)
 		return 0;
 

@@ -29,10 +29,10 @@ const (
 	RunqlatProgRqFreeRaw                = "rq_free_raw"
 	RunqlatProgRqSwitchBtf              = "rq_switch_btf"
 	RunqlatProgRqSwitchRaw              = "rq_switch_raw"
-	RunqlatProgRqWakeupBtf              = "rq_wakeup_btf"
 	RunqlatProgRqWakeupNewBtf           = "rq_wakeup_new_btf"
 	RunqlatProgRqWakeupNewRaw           = "rq_wakeup_new_raw"
-	RunqlatProgRqWakeupRaw              = "rq_wakeup_raw"
+	RunqlatProgRqWakingBtf              = "rq_waking_btf"
+	RunqlatProgRqWakingRaw              = "rq_waking_raw"
 	RunqlatVarFilterComm                = "filter_comm"
 	RunqlatVarFilterCommLen             = "filter_comm_len"
 	RunqlatVarFilterTgid                = "filter_tgid"
@@ -89,10 +89,10 @@ type RunqlatProgramSpecs struct {
 	RqFreeRaw      *ebpf.ProgramSpec `ebpf:"rq_free_raw"`
 	RqSwitchBtf    *ebpf.ProgramSpec `ebpf:"rq_switch_btf"`
 	RqSwitchRaw    *ebpf.ProgramSpec `ebpf:"rq_switch_raw"`
-	RqWakeupBtf    *ebpf.ProgramSpec `ebpf:"rq_wakeup_btf"`
 	RqWakeupNewBtf *ebpf.ProgramSpec `ebpf:"rq_wakeup_new_btf"`
 	RqWakeupNewRaw *ebpf.ProgramSpec `ebpf:"rq_wakeup_new_raw"`
-	RqWakeupRaw    *ebpf.ProgramSpec `ebpf:"rq_wakeup_raw"`
+	RqWakingBtf    *ebpf.ProgramSpec `ebpf:"rq_waking_btf"`
+	RqWakingRaw    *ebpf.ProgramSpec `ebpf:"rq_waking_raw"`
 }
 
 // RunqlatMapSpecs contains maps before they are loaded into the kernel.
@@ -195,10 +195,10 @@ type RunqlatPrograms struct {
 	RqFreeRaw      *ebpf.Program `ebpf:"rq_free_raw"`
 	RqSwitchBtf    *ebpf.Program `ebpf:"rq_switch_btf"`
 	RqSwitchRaw    *ebpf.Program `ebpf:"rq_switch_raw"`
-	RqWakeupBtf    *ebpf.Program `ebpf:"rq_wakeup_btf"`
 	RqWakeupNewBtf *ebpf.Program `ebpf:"rq_wakeup_new_btf"`
 	RqWakeupNewRaw *ebpf.Program `ebpf:"rq_wakeup_new_raw"`
-	RqWakeupRaw    *ebpf.Program `ebpf:"rq_wakeup_raw"`
+	RqWakingBtf    *ebpf.Program `ebpf:"rq_waking_btf"`
+	RqWakingRaw    *ebpf.Program `ebpf:"rq_waking_raw"`
 }
 
 func (p *RunqlatPrograms) Close() error {
@@ -206,10 +206,10 @@ func (p *RunqlatPrograms) Close() error {
 		p.RqFreeRaw,
 		p.RqSwitchBtf,
 		p.RqSwitchRaw,
-		p.RqWakeupBtf,
 		p.RqWakeupNewBtf,
 		p.RqWakeupNewRaw,
-		p.RqWakeupRaw,
+		p.RqWakingBtf,
+		p.RqWakingRaw,
 	)
 }
 

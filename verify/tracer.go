@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -69,16 +70,26 @@ type Tracer struct {
 // ErrBadTracerConfig is returned for configurations Attach refuses.
 var ErrBadTracerConfig = errors.New("bad tracer configuration")
 
-// hookPrograms lists each family's programs and what they attach to.
-func hookPrograms(hook string) map[string]string {
+// hookProgram is a program and the tracepoint it attaches to.
+type hookProgram struct{ prog, tracepoint string }
+
+// hookPrograms lists each family's programs in the order they attach: the
+// ones that start waits before sched_switch, so that no task the tracer
+// has seen leave the CPU can be woken unseen while the tracer attaches.
+// Stop detaches them in the opposite order.
+func hookPrograms(hook string) []hookProgram {
 	if hook == HookRawTP {
-		return map[string]string{
-			"rq_wakeup_raw": "sched_wakeup", "rq_wakeup_new_raw": "sched_wakeup_new",
-			"rq_switch_raw": "sched_switch", "rq_free_raw": "sched_process_free",
+		return []hookProgram{
+			{"rq_free_raw", "sched_process_free"},
+			{"rq_waking_raw", "sched_waking"},
+			{"rq_wakeup_new_raw", "sched_wakeup_new"},
+			{"rq_switch_raw", "sched_switch"},
 		}
 	}
-	return map[string]string{
-		"rq_wakeup_btf": "sched_wakeup", "rq_wakeup_new_btf": "sched_wakeup_new", "rq_switch_btf": "sched_switch",
+	return []hookProgram{
+		{"rq_waking_btf", "sched_waking"},
+		{"rq_wakeup_new_btf", "sched_wakeup_new"},
+		{"rq_switch_btf", "sched_switch"},
 	}
 }
 
@@ -135,7 +146,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 	// Load only this family's programs.
 	want := hookPrograms(hook)
 	for name := range spec.Programs {
-		if _, ok := want[name]; !ok {
+		if !slices.ContainsFunc(want, func(h hookProgram) bool { return h.prog == name }) {
 			delete(spec.Programs, name)
 		}
 	}
@@ -179,15 +190,15 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 			t.Close()
 		}
 	}()
-	for prog, tp := range want {
+	for _, h := range want {
 		var l link.Link
 		if hook == HookRawTP {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: coll.Programs[prog]})
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.tracepoint, Program: coll.Programs[h.prog]})
 		} else {
-			l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[prog]})
+			l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[h.prog]})
 		}
 		if err != nil {
-			return nil, fmt.Errorf("attach %s to %s: %w", prog, tp, err)
+			return nil, fmt.Errorf("attach %s to %s: %w", h.prog, h.tracepoint, err)
 		}
 		t.links = append(t.links, l)
 	}
@@ -218,7 +229,7 @@ func indexOf(names []string, name string) int {
 // end at the same event.
 func (t *Tracer) Stop() error {
 	var errs []error
-	for _, l := range t.links {
+	for _, l := range slices.Backward(t.links) {
 		errs = append(errs, l.Close())
 	}
 	t.links = nil
@@ -240,6 +251,9 @@ func (t *Tracer) Close() error {
 
 // Counters are the tracer's event counts and losses.
 type Counters struct {
+	// Wakeups counts sched_waking and sched_wakeup_new events: a wait
+	// starts at the waker's try_to_wake_up, the same point under every
+	// scheduler.
 	Wakeups  uint64 `json:"wakeups"`
 	Switches uint64 `json:"switches"`
 	Samples  uint64 `json:"samples"`

@@ -1,12 +1,18 @@
 package verify
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -92,22 +98,25 @@ func taskByPID(t *testing.T, s *Snapshot, pid int) TaskLatency {
 	return TaskLatency{}
 }
 
-// switchIns is the calling thread's count of trips to a CPU, as the
-// kernel keeps it (sched_info.pcount: the third field of schedstat).
+// switchIns is how many times the calling thread has got a CPU, less one
+// (it is on one now): the kernel's count of its context switches,
+// voluntary and not, from /proc/thread-self/status.
 func switchIns(t *testing.T) uint64 {
-	b, err := os.ReadFile("/proc/thread-self/schedstat")
+	b, err := os.ReadFile("/proc/thread-self/status")
 	if err != nil {
 		t.Error(err)
 		return 0
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		t.Errorf("schedstat %q: want three fields", b)
-		return 0
-	}
-	n, err := strconv.ParseUint(f[2], 10, 64)
-	if err != nil {
-		t.Error(err)
+	var n uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, _ := strings.Cut(line, ":")
+		if name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches" {
+			c, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Error(err)
+			}
+			n += c
+		}
 	}
 	return n
 }
@@ -129,8 +138,8 @@ func ownCounts(t *testing.T, tr *Tracer) (uint64, Counters) {
 }
 
 // The tracer accounts for every wait of a thread that sleeps N times.
-// Every time the kernel gives the thread a CPU (its own count, schedstat's
-// third field) ends a wait, and the tracer must show each one as a sample
+// Every time the kernel gives the thread a CPU (its own count of the
+// thread's context switches tells how often) ends a wait, and the tracer must show each one as a sample
 // or count it as unmeasured: some kernels do not report every switch to
 // sched_switch probes (this one does not report switches away from some
 // tasks), and a wait that ended at such a switch cannot be measured, only
@@ -145,53 +154,129 @@ func TestTracerCountsEverySleep(t *testing.T) {
 	requireRoot(t)
 	for _, hook := range []string{HookTpBTF, HookRawTP} {
 		t.Run(hook, func(t *testing.T) {
-			tr := attachForTest(t, TracerConfig{PerTask: true, Hook: hook, FilterComm: "infer-sleeper"})
-			const n = 200
+			r := countSleeps(t, hook, 1)
+			if r.snap.Hook != hook {
+				t.Errorf("hook %q, want %q", r.snap.Hook, hook)
+			}
+		})
+	}
+}
+
+// sleepCount is what countSleeps saw.
+type sleepCount struct {
+	sleeps, switchIns uint64
+	delta             Counters // the tracer's counts meanwhile
+	sleeper           TaskLatency
+	snap              *Snapshot
+}
+
+// countSleeps runs a thread called infer-sleeper that sleeps 200 times for
+// 500 us with nanosleep(2), at SCHED_FIFO fifoPrio (0: SCHED_OTHER), under
+// a tracer filtered to it, and checks the accounting: the thread's
+// switch-ins, as the kernel counts them, are samples or counted losses.
+func countSleeps(t *testing.T, hook string, fifoPrio int) sleepCount {
+	t.Helper()
+	tr := attachForTest(t, TracerConfig{PerTask: true, Hook: hook, FilterComm: "infer-sleeper"})
+	const n = 200
+	var (
+		runs0, runs1 uint64
+		c0, c1       Counters
+	)
+	tid, done := onThread(t, "infer-sleeper", -1, fifoPrio, func() {
+		ts := unix.NsecToTimespec(int64(500 * time.Microsecond))
+		runs0, c0 = ownCounts(t, tr)
+		for range n {
+			for unix.Nanosleep(&ts, nil) == unix.EINTR {
+			}
+		}
+		runs1, c1 = ownCounts(t, tr)
+	})
+	<-done
+	tr.Stop()
+	s, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sleepCount{sleeps: n, switchIns: runs1 - runs0, snap: s, delta: Counters{
+		Samples:            c1.Samples - c0.Samples,
+		UnmeasuredWaits:    c1.UnmeasuredWaits - c0.UnmeasuredWaits,
+		UnstampedWaits:     c1.UnstampedWaits - c0.UnstampedWaits,
+		UnreportedSwitches: c1.UnreportedSwitches - c0.UnreportedSwitches,
+	}}
+	d := r.delta
+	t.Logf("%d sleeps: the kernel switched the thread in %d times; %d samples, %d unmeasured, %d unstamped; %d switches unreported (any task)",
+		n, r.switchIns, d.Samples, d.UnmeasuredWaits, d.UnstampedWaits, d.UnreportedSwitches)
+	if d.Samples+d.UnmeasuredWaits+d.UnstampedWaits != r.switchIns {
+		t.Errorf("%d samples + %d unmeasured + %d unstamped waits, want the kernel's %d switch-ins", d.Samples, d.UnmeasuredWaits, d.UnstampedWaits, r.switchIns)
+	}
+	// Loose sanity checks of the premise, not of timing: most sleeps give
+	// up the CPU, and the kernel reports most switches.
+	if r.switchIns < n/2 {
+		t.Errorf("%d switch-ins for %d sleeps: most sleeps should give up the CPU", r.switchIns, n)
+	}
+	if d.Samples < r.switchIns/2 {
+		t.Errorf("%d of %d waits measured, want most", d.Samples, r.switchIns)
+	}
+	r.sleeper = taskByPID(t, s, tid)
+	if r.sleeper.Hist.Count() != s.Counters.Samples {
+		t.Errorf("the sleeper's histogram holds %d samples, the counters say %d", r.sleeper.Hist.Count(), s.Counters.Samples)
+	}
+	if r.sleeper.Class != "inference" || r.sleeper.Comm != "infer-sleeper" {
+		t.Errorf("task class %q comm %q, want inference, infer-sleeper", r.sleeper.Class, r.sleeper.Comm)
+	}
+	return r
+}
+
+// The same accounting with a thread that is preempted all the time: a
+// SCHED_FIFO thread whose timer fires every few tens of microseconds on
+// the CPU of a normal thread that sleeps as often preempts it at every
+// point of its loop, now and then on its way to sleep (state already
+// TASK_INTERRUPTIBLE, before schedule()), where only the preempt argument
+// of sched_switch says it is still runnable. Every switch-in of the
+// normal thread must still be a sample or a counted loss.
+func TestTracerAccountsForPreemptedWaits(t *testing.T) {
+	requireRoot(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs a second CPU for the test's own threads")
+	}
+	cpu := runtime.NumCPU() - 1
+	for _, hook := range []string{HookTpBTF, HookRawTP} {
+		t.Run(hook, func(t *testing.T) {
+			tr := attachForTest(t, TracerConfig{Hook: hook, FilterComm: "churn"})
+			ctx, cancel := context.WithCancel(context.Background())
+			_, tickerDone := onThread(t, "fifo-ticker", cpu, 10, func() {
+				ts := unix.NsecToTimespec(int64(37 * time.Microsecond))
+				for ctx.Err() == nil {
+					unix.Nanosleep(&ts, nil)
+				}
+			})
+			const n = 10000
 			var (
 				runs0, runs1 uint64
 				c0, c1       Counters
 			)
-			tid, done := onThread(t, "infer-sleeper", -1, 1, func() {
-				ts := unix.NsecToTimespec(int64(500 * time.Microsecond))
+			_, done := onThread(t, "churn", cpu, 0, func() {
+				ts := unix.NsecToTimespec(int64(20 * time.Microsecond))
 				runs0, c0 = ownCounts(t, tr)
 				for range n {
-					for unix.Nanosleep(&ts, nil) == unix.EINTR {
-					}
+					unix.Nanosleep(&ts, nil)
 				}
 				runs1, c1 = ownCounts(t, tr)
 			})
 			<-done
-			tr.Stop()
-			s, err := tr.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
+			cancel()
+			<-tickerDone
 			runs := runs1 - runs0
 			samples := c1.Samples - c0.Samples
 			unmeasured := c1.UnmeasuredWaits - c0.UnmeasuredWaits
 			unstamped := c1.UnstampedWaits - c0.UnstampedWaits
-			t.Logf("%d sleeps: the kernel switched the thread in %d times; %d samples, %d unmeasured, %d unstamped; %d switches unreported (any task)",
+			t.Logf("%d sleeps: %d switch-ins; %d samples, %d unmeasured, %d unstamped; %d switches unreported (any task)",
 				n, runs, samples, unmeasured, unstamped, c1.UnreportedSwitches-c0.UnreportedSwitches)
 			if samples+unmeasured+unstamped != runs {
 				t.Errorf("%d samples + %d unmeasured + %d unstamped waits, want the kernel's %d switch-ins", samples, unmeasured, unstamped, runs)
 			}
-			// Loose sanity checks of the premise, not of timing: most
-			// sleeps give up the CPU, and the kernel reports most switches.
-			if runs < n/2 {
-				t.Errorf("%d switch-ins for %d sleeps: most sleeps should give up the CPU", runs, n)
-			}
 			if samples < runs/2 {
 				t.Errorf("%d of %d waits measured, want most", samples, runs)
-			}
-			tk := taskByPID(t, s, tid)
-			if tk.Hist.Count() != s.Counters.Samples {
-				t.Errorf("the sleeper's histogram holds %d samples, the counters say %d", tk.Hist.Count(), s.Counters.Samples)
-			}
-			if tk.Class != "inference" || tk.Comm != "infer-sleeper" {
-				t.Errorf("task class %q comm %q, want inference, infer-sleeper", tk.Class, tk.Comm)
-			}
-			if s.Hook != hook {
-				t.Errorf("hook %q, want %q", s.Hook, hook)
 			}
 		})
 	}
@@ -329,4 +414,227 @@ func TestAttachRejectsBadConfig(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// monotonic is CLOCK_MONOTONIC, the clock of the tracer's timestamps.
+func monotonic() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
+}
+
+// sleepsInRead says whether thread tid of this process is asleep in
+// read(2): its state is S (a woken thread is R, even before it runs), and
+// /proc's syscall file names the system call, which it does only for a
+// thread that is off its CPU (the kernel waits until it is).
+func sleepsInRead(t *testing.T, tid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	if i := bytes.LastIndexByte(stat, ')'); i < 0 || !bytes.HasPrefix(stat[i:], []byte(") S ")) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/syscall", tid))
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return bytes.HasPrefix(b, []byte(fmt.Sprintf("%d ", unix.SYS_READ)))
+}
+
+// A known wake-up, checked by the order of timestamps, not by how long
+// anything took. A waker on one CPU writes to a pipe that a thread on
+// another CPU sleeps on; on every other round a SCHED_FIFO hog holds the
+// sleeper's CPU for a burst first, so that the wait is long. The wait the
+// tracer measures must start inside the waker's write(2) (sched_waking
+// fires in its try_to_wake_up, whichever scheduler runs; sched_wakeup, for
+// a wake-up queued to an idle CPU, fires on that CPU after an IPI,
+// possibly after write(2) returned) and end before read(2) returned to the
+// sleeper. Timestamps are CLOCK_MONOTONIC on both sides.
+func TestTracerWaitStartsInTheWakersCall(t *testing.T) {
+	requireRoot(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: the waker's and the sleeper's")
+	}
+	for _, hook := range []string{HookTpBTF, HookRawTP} {
+		t.Run(hook, func(t *testing.T) { checkWakeStart(t, hook) })
+	}
+}
+
+// checkWakeStart runs the wake-ups of TestTracerWaitStartsInTheWakersCall
+// under a tracer with the given hook, checks where each measured wait
+// starts, and returns the measured waits of the rounds without the hog.
+func checkWakeStart(t *testing.T, hook string) *Histogram {
+	t.Helper()
+	const (
+		rounds = 60
+		burst  = 3 * time.Millisecond
+		hogEnd = ^uint64(0)
+	)
+	wakerCPU, sleeperCPU := 0, runtime.NumCPU()-1
+	// The test's threads are Go threads: with a processor (P) each and no
+	// garbage collection, Go's own scheduler never parks one of them, so
+	// the kernel alone decides when they run.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 8))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	waits := &Histogram{} // of the rounds without the hog
+	tr := attachForTest(t, TracerConfig{Hook: hook, FilterComm: "infer-victim",
+		Thresholds: map[string]time.Duration{"inference": time.Nanosecond}})
+	var (
+		mu      sync.Mutex
+		samples []Violation
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	readDone := make(chan error, 1)
+	go func() {
+		readDone <- tr.ReadViolations(ctx, func(v Violation) {
+			mu.Lock()
+			samples = append(samples, v)
+			mu.Unlock()
+		})
+	}()
+	// Blocking pipes, read and written with plain system calls:
+	// os.Pipe's descriptors would go through Go's poller.
+	pipe := func() [2]int {
+		var fds [2]int
+		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+		return fds
+	}
+	toSleeper, toHog := pipe(), pipe()
+	send := func(fd int, v uint64) {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], v)
+		if _, err := unix.Write(fd, b[:]); err != nil {
+			t.Error(err)
+		}
+	}
+	recv := func(fd int) uint64 {
+		var b [8]byte
+		if n, err := unix.Read(fd, b[:]); err != nil || n != len(b) {
+			t.Errorf("read %d bytes: %v", n, err)
+			return hogEnd
+		}
+		return binary.LittleEndian.Uint64(b[:])
+	}
+
+	type round struct {
+		t0, t1, hogDone, woke time.Duration
+		lost                  uint64 // the tracer's losses before the round
+	}
+	var (
+		log        [rounds]round
+		hogRunning atomic.Int64
+		consumed   atomic.Int64 // rounds the sleeper has read
+	)
+	sleeper, sleeperDone := onThread(t, "infer-victim", sleeperCPU, 0, func() {
+		for range rounds {
+			i := recv(toSleeper[0])
+			if i >= rounds {
+				return
+			}
+			log[i].woke = monotonic()
+			consumed.Add(1)
+		}
+	})
+	_, hogDone := onThread(t, "fifo-hog", sleeperCPU, 10, func() {
+		for {
+			i := recv(toHog[0])
+			if i >= rounds {
+				return
+			}
+			hogRunning.Store(int64(i) + 1)
+			for end := monotonic() + burst; monotonic() < end; {
+			}
+			log[i].hogDone = monotonic()
+		}
+	})
+	_, wakerDone := onThread(t, "waker", wakerCPU, 0, func() {
+		for i := range uint64(rounds) {
+			// The sleeper has read the last round's write and is
+			// off its CPU, asleep in read(2): this write wakes it.
+			for (consumed.Load() != int64(i) || !sleepsInRead(t, sleeper)) && !t.Failed() {
+				runtime.Gosched()
+			}
+			c, _, err := tr.counters()
+			if err != nil {
+				t.Error(err)
+			}
+			log[i].lost = c.UnmeasuredWaits + c.UnstampedWaits
+			if i%2 == 1 {
+				send(toHog[1], i)
+				for hogRunning.Load() != int64(i)+1 {
+					runtime.Gosched()
+				}
+			}
+			log[i].t0 = monotonic()
+			send(toSleeper[1], i)
+			log[i].t1 = monotonic()
+		}
+		send(toHog[1], hogEnd)
+	})
+	<-wakerDone
+	<-hogDone
+	<-sleeperDone
+	tr.Stop()
+	cancel()
+	if err := <-readDone; err != nil {
+		t.Fatal(err)
+	}
+	s, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Each round's wake-up ends at the sleeper's first switch-in
+	// after the write began: it was asleep until then. A round in
+	// which the tracer counted a loss (a switch the kernel did not
+	// report) is left out.
+	sort.Slice(samples, func(i, j int) bool { return samples[i].At < samples[j].At })
+	var measured, early int
+	var hogWait, idleWait time.Duration
+	for i, r := range log {
+		lostAfter := s.Counters.UnmeasuredWaits + s.Counters.UnstampedWaits
+		if i+1 < len(log) {
+			lostAfter = log[i+1].lost
+		}
+		if lostAfter != r.lost {
+			continue
+		}
+		k := sort.Search(len(samples), func(k int) bool { return samples[k].At > r.t0 })
+		if k == len(samples) || samples[k].At > r.woke {
+			t.Errorf("round %d: no sample for the wake-up, and no loss counted", i)
+			continue
+		}
+		measured++
+		v := samples[k]
+		if start := v.At - v.Latency; start < r.t0 || start > r.t1 {
+			t.Errorf("round %d: the wait started %v after the write began; the write took %v", i, start-r.t0, r.t1-r.t0)
+		}
+		if r.hogDone == 0 {
+			waits.Record(uint64(v.Latency))
+			idleWait = max(idleWait, v.Latency)
+			continue
+		}
+		hogWait = max(hogWait, v.Latency)
+		if v.At < r.hogDone {
+			early++
+		}
+	}
+	t.Logf("%d of %d wake-ups measured (%d waits unmeasured, %d unstamped); longest wait %v behind the %v hog, %v otherwise",
+		measured, rounds, s.Counters.UnmeasuredWaits, s.Counters.UnstampedWaits, hogWait, burst, idleWait)
+	if early > 0 {
+		// The kernel's fair server runs normal tasks for a while
+		// on a CPU that real-time tasks hold too long.
+		t.Logf("%d wake-ups got the CPU while the SCHED_FIFO hog still spun", early)
+	}
+	if measured < rounds/2 {
+		t.Errorf("only %d of %d wake-ups measured", measured, rounds)
+	}
+	return waits
 }

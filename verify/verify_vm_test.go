@@ -18,7 +18,7 @@ import (
 
 // TestVM runs the TestGuest* tests inside the sched_ext VM.
 func TestVM(t *testing.T) {
-	vmtest.RunGuestTests(t, vmtest.Options{Run: "^TestGuest", ScxSimple: true})
+	vmtest.RunGuestTests(t, vmtest.Options{Run: "^TestGuest", ScxSimple: true, Timeout: 10 * time.Minute})
 }
 
 func waitOps(t *testing.T, want string) {
@@ -96,6 +96,14 @@ func TestGuestTracerUnderEachScheduler(t *testing.T) {
 			}
 			if snap.Hook != verify.HookTpBTF {
 				t.Errorf("hook %s, want tp_btf on the VM kernel", snap.Hook)
+			}
+			c := snap.Counters
+			t.Logf("%s: %d wakeups, %d switches, %d samples; %d waits unmeasured, %d unstamped, %d switches unreported; stamp failures %d, uncached %d",
+				name, c.Wakeups, c.Switches, c.Samples, c.UnmeasuredWaits, c.UnstampedWaits, c.UnreportedSwitches, c.StampFailures, c.ClassifyUncached)
+			// Nothing in this VM hides a switch or a wake-up from the
+			// tracer: every wait is measured, under every scheduler.
+			if c.UnmeasuredWaits+c.UnstampedWaits != 0 {
+				t.Errorf("%s: %d waits unmeasured, %d unstamped, want none", name, c.UnmeasuredWaits, c.UnstampedWaits)
 			}
 		})
 	}
