@@ -10,7 +10,10 @@
  * queue. Policy decisions, in the order a task meets them:
  *
  *  1. select_cpu: a waking task that finds an idle CPU is inserted straight
- *     into that CPU's local queue. No shared queue, no lock, no latency.
+ *     into that CPU's local queue. No shared queue, no lock, no latency. A
+ *     lane task that finds none is woken on a CPU running fair work (this
+ *     one if it may, else the one whose fair task has run longest) and
+ *     inserted into its local queue, preempting that task.
  *  2. enqueue: per-CPU kthreads go to their CPU's local queue; they preempt
  *     fair work (other work waits on them) but never the lane. Lane tasks
  *     waking up go straight to a CPU's local queue (an idle one if any,
@@ -206,20 +209,43 @@ s32 hl_select_cpu(u64 *ctx)
 	struct task_struct *p = (void *)ctx[0];
 	s32 prev_cpu = ctx[1];
 	u64 wake_flags = ctx[2];
-	bool is_idle = false;
-	s32 cpu;
+	const volatile struct hl_class *c;
+	bool is_idle = false, idle = false;
+	struct hl_stats *st;
+	s32 cpu, target;
+	u32 cls;
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+	cls = hl_classify(p);
+	c = class_get(cls);
 	if (is_idle) {
-		u32 cls = hl_classify(p);
-		const volatile struct hl_class *c = class_get(cls);
-		struct hl_stats *st = stats_get();
-
 		/* The CPU was idle when picked, but another task may reach it
 		 * first; a preempting class must not queue behind it. */
 		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, c->preempt ? HL_ENQ_PREEMPT : 0);
+		st = stats_get();
 		if (st && cls < HL_MAX_CLASSES)
 			st->direct_idle[cls]++;
+		return cpu;
+	}
+	/*
+	 * A lane wake-up with no idle CPU: wake it on the CPU it will run on,
+	 * straight into that CPU's local queue, preempting the fair task
+	 * there. The wake-up then needs no enqueue callback and no move
+	 * between runqueues.
+	 */
+	if (c->high_priority && c->preempt && !p->migration_disabled) {
+		target = lane_target(p, &idle);
+		if (target >= 0) {
+			hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, idle ? 0 : HL_ENQ_PREEMPT);
+			st = stats_get();
+			if (st) {
+				if (idle)
+					st->idle_kicks++;
+				else
+					st->preempt_kicks++;
+			}
+			return target;
+		}
 	}
 	return cpu;
 }
