@@ -105,7 +105,7 @@ func TestGuestCyclictestScenario(t *testing.T) {
 	vmtest.RequireGuest(t)
 	lanes, rep, err := workloads.RunCyclictestScenario(context.Background(), workloads.ScenarioConfig{
 		Variants: []string{workloads.EEVDF, workloads.EEVDFFIFO, workloads.EEVDFNice, workloads.HotlaneName},
-		Warmup:   500 * time.Millisecond, Duration: 3 * time.Second, Repeats: 1,
+		Warmup:   500 * time.Millisecond, Duration: 5 * time.Second, Repeats: 1,
 		Progress: os.Stderr,
 	})
 	if err != nil {
@@ -122,6 +122,16 @@ func TestGuestCyclictestScenario(t *testing.T) {
 		if run := findRun(rep, v); run == nil || run.StressOps == 0 || run.Summary.Lane[workloads.ViewTracer].Samples == 0 {
 			t.Errorf("%s: no stress-ng work or no tracer view of cyclictest's thread", v)
 		}
+	}
+	// hotlane's lane must beat the kernel's default as seen by a tool
+	// nobody here wrote: at p99 (0.19-0.43x EEVDF's in quiet 2x10 s runs
+	// of this scenario on 2026-11-23). The median is logged: within 1.2x
+	// of EEVDF's, the scheduler's callbacks under TCG cost about that.
+	h, e := lanes[workloads.HotlaneName], lanes[workloads.EEVDF]
+	t.Logf("cyclictest in the lane, hotlane vs EEVDF: p50 %s vs %s, p99 %s vs %s",
+		report.Duration(h.P50), report.Duration(e.P50), report.Duration(h.P99), report.Duration(e.P99))
+	if h.P99 >= e.P99 {
+		t.Errorf("cyclictest p99 in hotlane's lane %s, not below EEVDF's %s", report.Duration(h.P99), report.Duration(e.P99))
 	}
 	// A SCHED_FIFO thread on an oversubscribed machine waits for nobody.
 	if lanes[workloads.EEVDFFIFO].P99 >= lanes[workloads.EEVDF].P99 {
