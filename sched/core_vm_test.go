@@ -69,6 +69,35 @@ func cpusetCgroup(t *testing.T, name, cpus string, pid int) {
 	}
 }
 
+// measure attaches the run-queue tracer (per task, classified by table)
+// and notes the scheduler's counters; the returned function stops the
+// tracer and returns what it measured and the counters' change since.
+func measure(t *testing.T, s *sched.Scheduler, table *policy.Table) func() (*verify.Snapshot, sched.Stats) {
+	t.Helper()
+	start, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return func() (*verify.Snapshot, sched.Stats) {
+		t.Helper()
+		tr.Stop()
+		snap, err := tr.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		end, err := s.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap, end.Sub(start)
+	}
+}
+
 // Tasks pinned to each CPU, by sched_setaffinity (taskset) and by a cpuset
 // cgroup, while lane tasks spin on every CPU. The starvation guard hands
 // them turns; it must never move one to a CPU it may not run on (the
@@ -93,15 +122,7 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 	cfg := sched.Config{Timeout: sched.DefaultTimeout}
 	bound := sched.Config{Table: table}.GuardedWaitBound(tick)
 	s := load(t, policy.Default("infer"), cfg)
-	start, err := s.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	finish := measure(t, s, table)
 
 	var spin []string
 	for range ncpu {
@@ -166,16 +187,7 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 	}
 	childCPU := cpuTimeOf(t, child.Process.Pid) - childStart
 	spinners.stop()
-	tr.Stop()
-	snap, err := tr.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := s.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := end.Sub(start)
+	snap, d := finish()
 	t.Logf("%s of lane saturation: guard turns %d, preempt kicks %d, lane kept %d; cpuset-confined spinner got %d ticks of CPU",
 		run, d.GuardDispatches, d.PreemptKicks, d.LaneKept, childCPU)
 
@@ -241,15 +253,7 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := load(t, p, sched.Config{})
-	start, err := s.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	finish := measure(t, s, table)
 	var hogs []string
 	for range runtime.NumCPU() {
 		hogs = append(hogs, "hog")
@@ -282,16 +286,7 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stop()
-	tr.Stop()
-	snap, err := tr.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := s.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := end.Sub(start)
+	snap, d := finish()
 	lane := verify.TaskLatency{Hist: &verify.Histogram{}}
 	for _, tl := range snap.Tasks {
 		if int64(tl.PID) == laneTID.Load() {
