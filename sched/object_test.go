@@ -91,7 +91,7 @@ func TestObjectsNameOnlyTheirGenerationsKfuncs(t *testing.T) {
 		obj       object
 		must, not []string
 	}{
-		{object{"612", nil}, []string{"scx_bpf_dispatch", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq", "scx_bpf_dispatch_from_dsq_set_slice"}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move"}},
+		{object{"612", nil}, []string{"scx_bpf_dispatch", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq"}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move"}},
 		{object{"613", nil}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_move_to_local", "scx_bpf_dsq_move"}, []string{"scx_bpf_dispatch", "scx_bpf_dsq_insert___v2", "scx_bpf_dispatch_from_dsq"}},
 		{object{"700", nil}, []string{"scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move_to_local___v2", "scx_bpf_dsq_move"}, []string{"scx_bpf_dsq_insert", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq"}},
 	} {

@@ -135,7 +135,7 @@ func TestViewsAgree(t *testing.T) {
 	}
 	// A task's view reverses what the tracer shows clearly.
 	d := ViewsAgree([]Run{mk("a", 20*ms, 22*ms, ms), mk("b", ms, ms, 5*ms)}, 3, ms)
-	if len(d) != 1 || d[0] != "p50: tracer a 20.2ms vs b 1.02ms, but cyclictest 1.02ms vs 5.12ms" {
+	if len(d) != 1 || d[0] != "p50: tracer a 20.0ms vs b 1.00ms, but cyclictest 1.00ms vs 5.00ms" {
 		t.Errorf("a reversed ordering was not reported: %v", d)
 	}
 	// The tasks may see differences the tracer does not (timer delivery,

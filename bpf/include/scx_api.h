@@ -6,15 +6,15 @@
  * BTF keeps old and new names side by side:
  *
  *   HL_SCX_API 612  Linux 6.12: scx_bpf_dispatch(), scx_bpf_dispatch_vtime(),
- *                   scx_bpf_consume(), scx_bpf_dispatch_from_dsq[_set_slice]();
+ *                   scx_bpf_consume(), scx_bpf_dispatch_from_dsq();
  *                   dsq_vtime is written directly.
  *   HL_SCX_API 613  6.13 .. 6.18: scx_bpf_dsq_insert(), scx_bpf_dsq_insert_vtime(),
- *                   scx_bpf_dsq_move_to_local(), scx_bpf_dsq_move[_set_slice]();
+ *                   scx_bpf_dsq_move_to_local(), scx_bpf_dsq_move();
  *                   dsq_vtime written directly.
  *   HL_SCX_API 700  7.x: scx_bpf_dsq_insert___v2() (returns bool) and
  *                   scx_bpf_dsq_move_to_local___v2() (takes enq_flags) next to
  *                   the old names; dsq_vtime set with scx_bpf_task_set_dsq_vtime();
- *                   scx_bpf_dsq_move[_set_slice]() as in 6.13.
+ *                   scx_bpf_dsq_move() as in 6.13.
  *
  * cilium/ebpf resolves a kfunc by its name with any "___suffix" stripped, so
  * on 7.x a call to plain scx_bpf_dsq_insert matches both the old and the
@@ -47,7 +47,7 @@ void scx_bpf_error_bstr(char *fmt, unsigned long long *data, u32 data__sz) __ksy
  * Walking a DSQ: new/next/destroy form an open-coded iterator, so the
  * verifier needs no loop bound; destroy is due even when new fails. A task
  * the walk yields can be moved to another DSQ with hl_dsq_move() while the
- * iterator is live, with the slice given by hl_dsq_move_set_slice() first.
+ * iterator is live; it keeps the slice it was inserted with.
  */
 int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __ksym;
 struct task_struct *bpf_iter_scx_dsq_next(struct bpf_iter_scx_dsq *it) __ksym;
@@ -60,12 +60,10 @@ void scx_bpf_dispatch_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 vt
 bool scx_bpf_consume(u64 dsq_id) __ksym;
 bool scx_bpf_dispatch_from_dsq(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p,
 			       u64 dsq_id, u64 enq_flags) __ksym;
-void scx_bpf_dispatch_from_dsq_set_slice(struct bpf_iter_scx_dsq *it__iter, u64 slice) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dispatch(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dispatch_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_consume(dsq)
 #define hl_dsq_move(it, p, dsq, fl) scx_bpf_dispatch_from_dsq(it, p, dsq, fl)
-#define hl_dsq_move_set_slice(it, slice) scx_bpf_dispatch_from_dsq_set_slice(it, slice)
 #define hl_set_dsq_vtime(p, vt) ((p)->scx.dsq_vtime = (vt))
 
 #elif HL_SCX_API == 613
@@ -75,12 +73,10 @@ void scx_bpf_dsq_insert_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 
 bool scx_bpf_dsq_move_to_local(u64 dsq_id) __ksym;
 bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id,
 		      u64 enq_flags) __ksym;
-void scx_bpf_dsq_move_set_slice(struct bpf_iter_scx_dsq *it__iter, u64 slice) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dsq_insert(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dsq_insert_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_dsq_move_to_local(dsq)
 #define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
-#define hl_dsq_move_set_slice(it, slice) scx_bpf_dsq_move_set_slice(it, slice)
 #define hl_set_dsq_vtime(p, vt) ((p)->scx.dsq_vtime = (vt))
 
 #elif HL_SCX_API == 700
@@ -92,13 +88,11 @@ bool scx_bpf_dsq_move_to_local___v2(u64 dsq_id, u64 enq_flags) __ksym;
 bool scx_bpf_task_set_dsq_vtime(struct task_struct *p, u64 vtime) __ksym;
 bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id,
 		      u64 enq_flags) __ksym;
-void scx_bpf_dsq_move_set_slice(struct bpf_iter_scx_dsq *it__iter, u64 slice) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dsq_insert___v2(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dsq_insert_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_dsq_move_to_local___v2(dsq, 0)
 #define hl_set_dsq_vtime(p, vt) scx_bpf_task_set_dsq_vtime(p, vt)
 #define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
-#define hl_dsq_move_set_slice(it, slice) scx_bpf_dsq_move_set_slice(it, slice)
 
 #else
 #error "unknown HL_SCX_API"
