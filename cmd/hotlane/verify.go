@@ -33,7 +33,7 @@ func runVerify(ctx context.Context, args []string) int {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane verify [flags]
 
 Measures run-queue latency - how long runnable tasks wait for a CPU - from
-the kernel's sched_wakeup and sched_switch events, per task class (the
+the kernel's sched_waking and sched_switch events, per task class (the
 scheduler's classifier and policy), and checks it against a bound. Works
 under any scheduler: EEVDF, scx_simple, hotlane.
 
