@@ -211,12 +211,13 @@ s32 hl_select_cpu(u64 *ctx)
 	u64 wake_flags = ctx[2];
 	const volatile struct hl_class *c;
 	bool is_idle = false, idle = false;
+	struct hl_task_class *tc;
 	struct hl_stats *st;
 	s32 cpu, target;
 	u32 cls;
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
-	cls = hl_classify(p);
+	cls = hl_classify(p, &tc);
 	c = class_get(cls);
 	if (is_idle) {
 		/* The CPU was idle when picked, but another task may reach it
@@ -255,10 +256,10 @@ int hl_enqueue(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
 	u64 enq_flags = ctx[1];
-	u32 cls = hl_classify(p);
+	struct hl_task_class *tc;
+	u32 cls = hl_classify(p, &tc);
 	const volatile struct hl_class *c = class_get(cls);
 	struct hl_stats *st = stats_get();
-	struct hl_task_class *tc;
 	struct hl_cpu *on;
 	bool idle = false;
 	u64 vtime, n;
@@ -330,7 +331,6 @@ int hl_enqueue(u64 *ctx)
 		vtime = vtime_now - c->slice_ns;
 	if ((s64)(vtime - (vtime_now + HL_MAX_DEBT * c->slice_ns)) > 0)
 		vtime = vtime_now + HL_MAX_DEBT * c->slice_ns;
-	tc = bpf_task_storage_get(&hl_task_classes, p, NULL, 0);
 	if (tc)
 		tc->queued_at = bpf_ktime_get_ns();
 	hl_dsq_insert_vtime(p, HL_DSQ_FAIR, c->slice_ns, vtime, enq_flags);
@@ -461,11 +461,15 @@ static __always_inline bool guard_serve(s32 self)
 	return moved;
 }
 
-/* Is prev a lane task the kernel is about to requeue (still runnable, its
- * slice used up)? Only tasks of ours carry SCX_TASK_QUEUED. */
-static __always_inline bool lane_prev(struct task_struct *prev)
+/* The class of prev if the kernel is about to requeue it (still runnable,
+ * its slice used up), or NULL. Only tasks of ours carry SCX_TASK_QUEUED. */
+static __always_inline const volatile struct hl_class *requeued_prev(struct task_struct *prev)
 {
-	return prev && (prev->scx.flags & HL_TASK_QUEUED) && class_get(hl_classify(prev))->high_priority;
+	struct hl_task_class *tc;
+
+	if (!prev || !(prev->scx.flags & HL_TASK_QUEUED))
+		return NULL;
+	return class_get(hl_classify(prev, &tc));
 }
 
 SEC("struct_ops/hl_dispatch")
@@ -477,7 +481,8 @@ int hl_dispatch(u64 *ctx)
 	u64 now = bpf_ktime_get_ns();
 	bool fair_waits = scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0;
 	bool lane_waits = scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0;
-	bool keep_prev = !lane_waits && lane_prev(prev);
+	const volatile struct hl_class *pc = lane_waits ? NULL : requeued_prev(prev);
+	bool keep_prev = pc && pc->high_priority;
 	struct hl_stats *st;
 	bool in_turn;
 
@@ -518,7 +523,7 @@ int hl_dispatch(u64 *ctx)
 	 * kernel requeue it behind whatever the fair queue gave this CPU.
 	 */
 	if (keep_prev) {
-		prev->scx.slice = class_get(hl_classify(prev))->slice_ns;
+		prev->scx.slice = pc->slice_ns;
 		st = stats_get();
 		if (st)
 			st->lane_kept++;
@@ -532,11 +537,11 @@ SEC("struct_ops/hl_running")
 int hl_running(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
-	u32 cls = hl_classify(p);
+	struct hl_task_class *tc;
+	u32 cls = hl_classify(p, &tc);
 	const volatile struct hl_class *c = class_get(cls);
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
 	struct hl_stats *st = stats_get();
-	struct hl_task_class *tc = task_class(p);
 	u64 now = bpf_ktime_get_ns();
 	u64 turn;
 
@@ -576,8 +581,8 @@ int hl_stopping(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
-	struct hl_task_class *tc = task_class(p);
 	const volatile struct hl_class *c;
+	struct hl_task_class *tc;
 	u64 now, used, weight;
 	u32 cls;
 
@@ -587,7 +592,7 @@ int hl_stopping(u64 *ctx)
 	 * cache check is a few plain loads). It is charged as the class it
 	 * ran as.
 	 */
-	cls = hl_classify(p);
+	cls = hl_classify(p, &tc);
 	if (!cpu)
 		return 0;
 	cpu->busy = 0;

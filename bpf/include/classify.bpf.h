@@ -182,18 +182,18 @@ static __always_inline __u32 hl_classify_identity(const struct hl_task_identity 
 }
 
 /*
- * hl_classify_cached returns the class of p, whose identity the caller has
- * read, from the task-local cache when the task's comm, its leader's comm,
- * its cgroup and its policy are unchanged. p must be a trusted task
- * pointer (tp_btf and struct_ops arguments): task storage is keyed by the
- * task itself.
+ * hl_class_in returns the class of a task whose identity the caller has
+ * read, from its cache entry c when the task's comm, its leader's comm,
+ * its cgroup and its policy are unchanged, and refreshes the entry
+ * otherwise; without an entry (c NULL, out of memory) it classifies afresh
+ * and counts that. hl_classify_cached finds the entry: p must be a trusted
+ * task pointer (tp_btf and struct_ops arguments), since task storage is
+ * keyed by the task itself.
  */
-static __always_inline __u32 hl_classify_cached(struct task_struct *p, const struct hl_task_identity *id)
+static __always_inline __u32 hl_class_in(struct hl_task_class *c, const struct hl_task_identity *id)
 {
-	struct hl_task_class *c;
 	__u32 class_id;
 
-	c = bpf_task_storage_get(&hl_task_classes, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (c && c->valid && c->comm[0] == id->comm[0] && c->comm[1] == id->comm[1] &&
 	    c->pcomm[0] == id->pcomm[0] && c->pcomm[1] == id->pcomm[1] &&
 	    c->cgroup_id == id->cgroup_id && c->policy == id->policy)
@@ -213,6 +213,11 @@ static __always_inline __u32 hl_classify_cached(struct task_struct *p, const str
 	c->class_id = class_id;
 	c->valid = 1;
 	return class_id;
+}
+
+static __always_inline __u32 hl_classify_cached(struct task_struct *p, const struct hl_task_identity *id)
+{
+	return hl_class_in(bpf_task_storage_get(&hl_task_classes, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE), id);
 }
 
 /*
@@ -244,13 +249,18 @@ static __always_inline void hl_read_identity_trusted(struct task_struct *p, stru
 	id->cgroup = cgrp;
 }
 
-/* hl_classify classifies a trusted task pointer through the cache. */
-static __always_inline __u32 hl_classify(struct task_struct *p)
+/* hl_classify classifies a trusted task pointer through the cache and
+ * hands back the task's cache entry in *ctx (NULL without storage), so a
+ * caller that keeps more per-task state there looks it up once. */
+static __always_inline __u32 hl_classify(struct task_struct *p, struct hl_task_class **ctx)
 {
 	struct hl_task_identity id = {};
+	struct hl_task_class *c;
 
 	hl_read_identity_trusted(p, &id);
-	return hl_classify_cached(p, &id);
+	c = bpf_task_storage_get(&hl_task_classes, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	*ctx = c;
+	return hl_class_in(c, &id);
 }
 
 #endif /* HOTLANE_CLASSIFY_BPF_H */
