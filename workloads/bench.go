@@ -236,7 +236,7 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 			r.Lane.Merge(t.Hist)
 		}
 	}
-	r.TracerLosses += snap.Counters.StampFailures + snap.Counters.RingbufDrops + snap.Counters.TaskTableFull
+	r.TracerLosses += snap.Counters.Lost()
 	var hog, stress uint64
 	for _, w := range res.HogWork {
 		hog += w
