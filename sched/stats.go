@@ -33,12 +33,15 @@ type ClassStats struct {
 // Stats are the scheduler's counters, summed over CPUs: totals since load,
 // or the change over an interval (see Sub).
 type Stats struct {
-	Time            time.Time    `json:"time"`
-	Classes         []ClassStats `json:"classes"`
-	PreemptKicks    uint64       `json:"preempt_kicks"`
-	IdleKicks       uint64       `json:"idle_kicks"`
-	GuardDispatches uint64       `json:"starvation_guard_dispatches"`
-	KthreadDirect   uint64       `json:"kthread_direct"`
+	Time         time.Time    `json:"time"`
+	Classes      []ClassStats `json:"classes"`
+	PreemptKicks uint64       `json:"preempt_kicks"`
+	IdleKicks    uint64       `json:"idle_kicks"`
+	// GuardDispatches counts starvation guard turns started: each gives
+	// one CPU's fair queue half the starvation bound, however many tasks
+	// that serves. (The JSON name predates turns.)
+	GuardDispatches uint64 `json:"starvation_guard_dispatches"`
+	KthreadDirect   uint64 `json:"kthread_direct"`
 	// LaneKept counts lane tasks whose slice ran out while no other lane
 	// task waited: they kept their CPU instead of queueing behind fair work.
 	LaneKept uint64 `json:"lane_kept"`
