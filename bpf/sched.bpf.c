@@ -19,8 +19,10 @@
  *     waking up go straight to a CPU's local queue (an idle one if any,
  *     else this CPU or the one whose fair task has run the longest,
  *     preempting it), or to the high queue when the lane holds every CPU
- *     they may use. Other tasks go to the fair queue in vtime
- *     order, with at most one slice of banked credit and HL_MAX_DEBT slices
+ *     they may use. A fair task the lane just preempted goes back to
+ *     its CPU's local queue, behind the lane, with the rest of its
+ *     slice. Other tasks go to the fair queue in vtime order, with at
+ *     most one slice of banked credit and HL_MAX_DEBT slices
  *     of debt; an idle CPU, if any, is kicked for them.
  *  3. dispatch: the high queue first, then the fair queue. A lane task
  *     whose slice ran out keeps its CPU while no other lane task waits:
@@ -37,10 +39,14 @@
  *     make the kernel eject the scheduler. It is triggered by the lane
  *     taking the CPU, not by fair tasks waiting for each other, so an
  *     oversubscribed machine with an idle lane never pays for it.
- *  4. running/stopping: per-CPU bookkeeping for victim selection and the
+ *  4. tick: a lane task whose slice ends gets a new one while no other
+ *     lane task waits and the fair side is not owed a guard turn.
+ *  5. running/stopping: per-CPU bookkeeping for victim selection and the
  *     guard, and the vtime charge of fair tasks (time run, scaled by class
  *     and task weight) by the class the task ran as.
- *  5. cpu_online/cpu_offline: a CPU that comes or goes starts idle; with
+ *  6. cpu_release: when an RT or DL task takes a CPU, what waits in its
+ *     local queue is requeued, so the lane does not wait behind it.
+ *  7. cpu_online/cpu_offline: a CPU that comes or goes starts idle; with
  *     these, the kernel keeps the scheduler through CPU hotplug.
  *
  * Compiled once per sched_ext kfunc generation (scx_api.h); the loader
@@ -58,6 +64,7 @@ LICENSE("GPL");
 #define HL_MAX_CPUS 512
 #define PF_KTHREAD 0x00200000 /* include/linux/sched.h; stable since 2.6 */
 #define HL_MAX_DEBT 4 /* slices of vtime a fair task may be behind */
+#define HL_MIN_RESUME (100 * 1000) /* ns; less slice left than this is used up */
 
 /* Per-class knobs; mirrored by policy.ClassConfig. */
 struct hl_class {
@@ -83,12 +90,15 @@ u64 nr_enqueues;
  * starvation guard. Each CPU writes only its own entry. */
 struct hl_cpu {
 	u64 started_at;	/* when the running task started */
-	u64 fair_at;	/* when this CPU last ran fair work, or found none waiting */
+	u64 fair_at;	/* when this CPU last served the fair queue, or found it empty */
 	u64 guard_until;	/* end of the guard turn this CPU is serving */
 	u32 busy;
 	u32 shielded;	/* a lane task, or a guard turn: no victim */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
-	u32 _pad;
+	s32 curr_pid;	/* the task running (or last run) here */
+	u32 lane;	/* that task runs as a lane task (not a guard turn) */
+	s32 resumed_pid;	/* a preempted fair task put back in the local queue */
+	u32 resumed;	/* the running task is that one: not a fair-queue turn */
 };
 
 struct {
@@ -108,6 +118,8 @@ struct hl_stats {
 	u64 guard_dispatches;
 	u64 kthread_direct;
 	u64 lane_kept;	/* a lane task's slice ran out and it kept its CPU */
+	u64 fair_resumed;	/* a fair task the lane preempted went back to its CPU */
+	u64 cpu_released;	/* RT/DL took a CPU; its local queue was requeued */
 };
 
 struct {
@@ -128,6 +140,7 @@ struct hl_exit_info {
 struct hl_exit_info exit_info;
 
 s32 scx_bpf_pick_idle_cpu(const struct cpumask *cpus_allowed, u64 flags) __ksym;
+bool scx_bpf_test_and_clear_cpu_idle(s32 cpu) __ksym;
 bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
 
 static __always_inline struct hl_stats *stats_get(void)
@@ -170,37 +183,57 @@ static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu
 
 /*
  * The CPU a lane task that just woke should run on now, or -1 for the high
- * queue: an idle CPU if there is one (*idle set; picking it claims it);
- * else this CPU, when it runs fair work, because a local reschedule needs
- * no IPI; else the allowed CPU whose fair task has run the longest, since
- * it has had the most of its share.
+ * queue: an idle CPU if there is one (*idle set; picking it claims it),
+ * prev_cpu first for its cache; else this CPU, when it runs fair work,
+ * because a local reschedule needs no IPI; else the allowed CPU whose fair
+ * task has run the longest, since it has had the most of its share.
+ *
+ * One pass over the per-CPU bookkeeping finds the victim and tells whether
+ * any CPU is not running a task of ours. Only then are the kernel's idle
+ * masks searched: on a saturated machine, the case the lane exists for,
+ * that search finds nothing and was the dearest part of a wake-up.
  */
-static s32 lane_target(struct task_struct *p, bool *idle)
+static s32 lane_target(struct task_struct *p, s32 prev_cpu, bool *idle)
 {
 	u64 now = bpf_ktime_get_ns(), longest = 0;
-	s32 cpu, victim = -1;
+	s32 self = bpf_get_smp_processor_id(), victim = -1, cpu;
+	bool self_ok = false, all_busy = true;
 
-	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-	if (cpu >= 0) {
-		*idle = true;
-		return cpu;
-	}
 	*idle = false;
-	cpu = bpf_get_smp_processor_id();
-	if (preemptible(p, cpu))
-		return cpu;
 	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
 		struct hl_cpu *c;
 
 		if (i >= nr_cpus)
 			break;
-		c = preemptible(p, i);
-		if (c && now - c->started_at >= longest) {
+		c = cpu_get(i);
+		if (!c)
+			continue;
+		if (!c->busy) {
+			all_busy = false;
+			continue;
+		}
+		if (c->shielded || !bpf_cpumask_test_cpu(i, p->cpus_ptr))
+			continue;
+		if (i == self)
+			self_ok = true;
+		if (now - c->started_at >= longest) {
 			longest = now - c->started_at;
 			victim = i;
 		}
 	}
-	return victim;
+	if (!all_busy) {
+		if (prev_cpu >= 0 && bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
+		    scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
+			*idle = true;
+			return prev_cpu;
+		}
+		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		if (cpu >= 0) {
+			*idle = true;
+			return cpu;
+		}
+	}
+	return self_ok ? self : victim;
 }
 
 SEC("struct_ops/hl_select_cpu")
@@ -209,44 +242,41 @@ s32 hl_select_cpu(u64 *ctx)
 	struct task_struct *p = (void *)ctx[0];
 	s32 prev_cpu = ctx[1];
 	u64 wake_flags = ctx[2];
-	const volatile struct hl_class *c;
-	bool is_idle = false, idle = false;
 	struct hl_task_class *tc;
-	struct hl_stats *st;
-	s32 cpu, target;
-	u32 cls;
+	u32 cls = hl_classify(p, &tc);
+	const volatile struct hl_class *c = class_get(cls);
+	struct hl_stats *st = stats_get();
+	bool is_idle = false;
+	s32 cpu;
+
+	/*
+	 * A lane wake-up is woken on the CPU it will run on, straight into
+	 * that CPU's local queue: an idle one, or one whose fair task it
+	 * preempts. The wake-up then needs no enqueue callback and no move
+	 * between runqueues. A migration-disabled task stays where it is.
+	 */
+	if (c->high_priority && c->preempt && !p->migration_disabled) {
+		cpu = lane_target(p, prev_cpu, &is_idle);
+		if (cpu >= 0) {
+			hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, is_idle ? 0 : HL_ENQ_PREEMPT);
+			if (st) {
+				if (is_idle)
+					st->direct_idle[cls < HL_MAX_CLASSES ? cls : 0]++;
+				else
+					st->preempt_kicks++;
+			}
+			return cpu;
+		}
+		return prev_cpu;
+	}
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
-	cls = hl_classify(p, &tc);
-	c = class_get(cls);
 	if (is_idle) {
 		/* The CPU was idle when picked, but another task may reach it
 		 * first; a preempting class must not queue behind it. */
 		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, c->preempt ? HL_ENQ_PREEMPT : 0);
-		st = stats_get();
 		if (st && cls < HL_MAX_CLASSES)
 			st->direct_idle[cls]++;
-		return cpu;
-	}
-	/*
-	 * A lane wake-up with no idle CPU: wake it on the CPU it will run on,
-	 * straight into that CPU's local queue, preempting the fair task
-	 * there. The wake-up then needs no enqueue callback and no move
-	 * between runqueues.
-	 */
-	if (c->high_priority && c->preempt && !p->migration_disabled) {
-		target = lane_target(p, &idle);
-		if (target >= 0) {
-			hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, idle ? 0 : HL_ENQ_PREEMPT);
-			st = stats_get();
-			if (st) {
-				if (idle)
-					st->idle_kicks++;
-				else
-					st->preempt_kicks++;
-			}
-			return target;
-		}
 	}
 	return cpu;
 }
@@ -262,8 +292,8 @@ int hl_enqueue(u64 *ctx)
 	struct hl_stats *st = stats_get();
 	struct hl_cpu *on;
 	bool idle = false;
-	u64 vtime, n;
-	s32 target;
+	u64 vtime, n, used;
+	s32 target, self;
 
 	/* The test knob is a load-time constant: off, no shared counter. */
 	if (debug_error_after) {
@@ -297,8 +327,8 @@ int hl_enqueue(u64 *ctx)
 	 * p's cpus_ptr; a migration-disabled task stays on the shared queue.
 	 */
 	if (c->high_priority) {
-		if (c->preempt && (enq_flags & HL_ENQ_WAKEUP) && !p->migration_disabled) {
-			target = lane_target(p, &idle);
+		if (c->preempt && (enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ)) && !p->migration_disabled) {
+			target = lane_target(p, scx_bpf_task_cpu(p), &idle);
 			if (target >= 0) {
 				hl_dsq_insert(p, HL_DSQ_LOCAL_ON | target, c->slice_ns,
 					      enq_flags | (idle ? 0 : HL_ENQ_PREEMPT));
@@ -318,6 +348,31 @@ int hl_enqueue(u64 *ctx)
 		 * queue first anyway. */
 		hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
 		return 0;
+	}
+
+	/*
+	 * A fair task that was just preempted (by a lane task or a kthread
+	 * now in this CPU's local queue) goes back to the end of that queue
+	 * with the rest of its slice: it keeps its turn, and resuming it
+	 * costs no shared queue, no dispatch and no migration. The kernel
+	 * zeroed its slice to preempt it, so "preempted" reads as: it is the
+	 * task this CPU ran, it is put back rather than woken or requeued,
+	 * something waits locally, and it had not used up its slice.
+	 */
+	if (!(enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ))) {
+		self = bpf_get_smp_processor_id();
+		on = cpu_get(self);
+		if (on && on->curr_pid == p->pid && scx_bpf_task_cpu(p) == self &&
+		    bpf_cpumask_test_cpu(self, p->cpus_ptr) && scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) > 0) {
+			used = bpf_ktime_get_ns() - on->started_at;
+			if (used + HL_MIN_RESUME < c->slice_ns) {
+				hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns - used, enq_flags);
+				on->resumed_pid = p->pid;
+				if (st)
+					st->fair_resumed++;
+				return 0;
+			}
+		}
 	}
 
 	/*
@@ -533,12 +588,45 @@ int hl_dispatch(u64 *ctx)
 	return 0;
 }
 
+/*
+ * A lane task's slice ends at a tick. If no other lane task waits and the
+ * fair side is not owed a guard turn, it gets a new slice here, before the
+ * kernel looks: it keeps running with no dispatch, no requeue, and no
+ * chance of the fair task it preempted (waiting in the local queue, which
+ * the kernel runs without asking dispatch) going first.
+ */
+SEC("struct_ops/hl_tick")
+int hl_tick(u64 *ctx)
+{
+	struct task_struct *p = (void *)ctx[0];
+	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
+	struct hl_task_class *tc;
+	struct hl_stats *st;
+
+	if (!cpu || !cpu->lane || p->scx.slice)
+		return 0;
+	if (scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0)
+		return 0;
+	if ((scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 || scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) > 0) &&
+	    bpf_ktime_get_ns() - cpu->fair_at >= starvation_ns)
+		return 0;
+	tc = task_class(p);
+	if (!tc)
+		return 0;
+	p->scx.slice = class_get(tc->ran_as)->slice_ns;
+	st = stats_get();
+	if (st)
+		st->lane_kept++;
+	return 0;
+}
+
 SEC("struct_ops/hl_running")
 int hl_running(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
-	struct hl_task_class *tc;
-	u32 cls = hl_classify(p, &tc);
+	struct hl_task_class *tc = task_class(p);
+	/* Classified a moment ago, when it woke or was queued. */
+	u32 cls = tc && tc->valid ? tc->class_id : hl_classify(p, &tc);
 	const volatile struct hl_class *c = class_get(cls);
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
 	struct hl_stats *st = stats_get();
@@ -552,12 +640,26 @@ int hl_running(u64 *ctx)
 	if (!cpu)
 		return 0;
 	cpu->started_at = now;
+	cpu->curr_pid = p->pid;
 	cpu->busy = 1;
 	cpu->shielded = c->high_priority;
+	cpu->lane = c->high_priority;
+	cpu->resumed = 0;
 	if (c->high_priority)
 		return 0;
 
-	cpu->fair_at = now;
+	/*
+	 * A fair task resuming the rest of its slice after the lane
+	 * preempted it is not a turn of the fair queue: counting it as one
+	 * would let a CPU alternate between the lane and the task it
+	 * preempts while a task pinned here waits in the fair queue forever.
+	 */
+	if (p->pid == cpu->resumed_pid) {
+		cpu->resumed_pid = 0;
+		cpu->resumed = 1;
+	} else {
+		cpu->fair_at = now;
+	}
 	if ((s64)(p->scx.dsq_vtime - vtime_now) > 0)
 		vtime_now = p->scx.dsq_vtime;
 	/*
@@ -596,6 +698,7 @@ int hl_stopping(u64 *ctx)
 	if (!cpu)
 		return 0;
 	cpu->busy = 0;
+	cpu->lane = 0;
 	c = class_get(tc ? tc->ran_as : cls);
 	if (c->high_priority)
 		return 0;
@@ -603,7 +706,8 @@ int hl_stopping(u64 *ctx)
 	/* This CPU ran fair work until now: a lane task preempting a long
 	 * fair run has not starved the fair queue here. */
 	now = bpf_ktime_get_ns();
-	cpu->fair_at = now;
+	if (!cpu->resumed)
+		cpu->fair_at = now;
 	/* Charge the time run (a guard turn may be shorter than the class's
 	 * slice), scaled down by class weight and nice weight. */
 	used = now - cpu->started_at;
@@ -622,6 +726,23 @@ int hl_enable(u64 *ctx)
 }
 
 /*
+ * An RT or DL task took this CPU. Tasks already in its local queue, a lane
+ * task woken here included, would wait until it lets go: hand them back
+ * to enqueue, which finds the lane another CPU (preempting fair work
+ * there) and puts fair tasks back in the fair queue.
+ */
+SEC("struct_ops/hl_cpu_release")
+int hl_cpu_release(u64 *ctx)
+{
+	struct hl_stats *st = stats_get();
+
+	hl_reenqueue_local();
+	if (st)
+		st->cpu_released++;
+	return 0;
+}
+
+/*
  * CPU hotplug. Without these two callbacks the kernel ends the scheduler
  * whenever a CPU goes offline or comes online. Nothing here is per-CPU
  * except the victim bookkeeping: the shared queues need no change, the
@@ -636,6 +757,9 @@ static __always_inline void cpu_reset(s32 cpu)
 
 	if (c) {
 		c->busy = 0;
+		c->lane = 0;
+		c->resumed = 0;
+		c->resumed_pid = 0;
 		c->shielded = 0;
 		c->guard_turn = 0;
 		c->guard_until = 0;
@@ -695,9 +819,11 @@ struct sched_ext_ops hotlane_ops = {
 	.select_cpu = (void *)hl_select_cpu,
 	.enqueue = (void *)hl_enqueue,
 	.dispatch = (void *)hl_dispatch,
+	.tick = (void *)hl_tick,
 	.running = (void *)hl_running,
 	.stopping = (void *)hl_stopping,
 	.enable = (void *)hl_enable,
+	.cpu_release = (void *)hl_cpu_release,
 	.cpu_online = (void *)hl_cpu_online,
 	.cpu_offline = (void *)hl_cpu_offline,
 	.init = (void *)hl_init,

@@ -23,6 +23,7 @@ const (
 	Sched612MapStats                     = "stats"
 	Sched612ProgHlCpuOffline             = "hl_cpu_offline"
 	Sched612ProgHlCpuOnline              = "hl_cpu_online"
+	Sched612ProgHlCpuRelease             = "hl_cpu_release"
 	Sched612ProgHlDispatch               = "hl_dispatch"
 	Sched612ProgHlEnable                 = "hl_enable"
 	Sched612ProgHlEnqueue                = "hl_enqueue"
@@ -31,6 +32,7 @@ const (
 	Sched612ProgHlRunning                = "hl_running"
 	Sched612ProgHlSelectCpu              = "hl_select_cpu"
 	Sched612ProgHlStopping               = "hl_stopping"
+	Sched612ProgHlTick                   = "hl_tick"
 	Sched612VarDebugErrorAfter           = "debug_error_after"
 	Sched612VarExitInfo                  = "exit_info"
 	Sched612VarHlClasses                 = "hl_classes"
@@ -88,6 +90,7 @@ type Sched612Specs struct {
 type Sched612ProgramSpecs struct {
 	HlCpuOffline *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
 	HlCpuOnline  *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlCpuRelease *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
 	HlDispatch   *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
 	HlEnable     *ebpf.ProgramSpec `ebpf:"hl_enable"`
 	HlEnqueue    *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
@@ -96,6 +99,7 @@ type Sched612ProgramSpecs struct {
 	HlRunning    *ebpf.ProgramSpec `ebpf:"hl_running"`
 	HlSelectCpu  *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
 	HlStopping   *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlTick       *ebpf.ProgramSpec `ebpf:"hl_tick"`
 }
 
 // Sched612MapSpecs contains maps before they are loaded into the kernel.
@@ -186,6 +190,7 @@ type Sched612Variables struct {
 type Sched612Programs struct {
 	HlCpuOffline *ebpf.Program `ebpf:"hl_cpu_offline"`
 	HlCpuOnline  *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlCpuRelease *ebpf.Program `ebpf:"hl_cpu_release"`
 	HlDispatch   *ebpf.Program `ebpf:"hl_dispatch"`
 	HlEnable     *ebpf.Program `ebpf:"hl_enable"`
 	HlEnqueue    *ebpf.Program `ebpf:"hl_enqueue"`
@@ -194,12 +199,14 @@ type Sched612Programs struct {
 	HlRunning    *ebpf.Program `ebpf:"hl_running"`
 	HlSelectCpu  *ebpf.Program `ebpf:"hl_select_cpu"`
 	HlStopping   *ebpf.Program `ebpf:"hl_stopping"`
+	HlTick       *ebpf.Program `ebpf:"hl_tick"`
 }
 
 func (p *Sched612Programs) Close() error {
 	return _Sched612Close(
 		p.HlCpuOffline,
 		p.HlCpuOnline,
+		p.HlCpuRelease,
 		p.HlDispatch,
 		p.HlEnable,
 		p.HlEnqueue,
@@ -208,6 +215,7 @@ func (p *Sched612Programs) Close() error {
 		p.HlRunning,
 		p.HlSelectCpu,
 		p.HlStopping,
+		p.HlTick,
 	)
 }
 

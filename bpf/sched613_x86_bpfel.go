@@ -23,6 +23,7 @@ const (
 	Sched613MapStats                     = "stats"
 	Sched613ProgHlCpuOffline             = "hl_cpu_offline"
 	Sched613ProgHlCpuOnline              = "hl_cpu_online"
+	Sched613ProgHlCpuRelease             = "hl_cpu_release"
 	Sched613ProgHlDispatch               = "hl_dispatch"
 	Sched613ProgHlEnable                 = "hl_enable"
 	Sched613ProgHlEnqueue                = "hl_enqueue"
@@ -31,6 +32,7 @@ const (
 	Sched613ProgHlRunning                = "hl_running"
 	Sched613ProgHlSelectCpu              = "hl_select_cpu"
 	Sched613ProgHlStopping               = "hl_stopping"
+	Sched613ProgHlTick                   = "hl_tick"
 	Sched613VarDebugErrorAfter           = "debug_error_after"
 	Sched613VarExitInfo                  = "exit_info"
 	Sched613VarHlClasses                 = "hl_classes"
@@ -88,6 +90,7 @@ type Sched613Specs struct {
 type Sched613ProgramSpecs struct {
 	HlCpuOffline *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
 	HlCpuOnline  *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlCpuRelease *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
 	HlDispatch   *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
 	HlEnable     *ebpf.ProgramSpec `ebpf:"hl_enable"`
 	HlEnqueue    *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
@@ -96,6 +99,7 @@ type Sched613ProgramSpecs struct {
 	HlRunning    *ebpf.ProgramSpec `ebpf:"hl_running"`
 	HlSelectCpu  *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
 	HlStopping   *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlTick       *ebpf.ProgramSpec `ebpf:"hl_tick"`
 }
 
 // Sched613MapSpecs contains maps before they are loaded into the kernel.
@@ -186,6 +190,7 @@ type Sched613Variables struct {
 type Sched613Programs struct {
 	HlCpuOffline *ebpf.Program `ebpf:"hl_cpu_offline"`
 	HlCpuOnline  *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlCpuRelease *ebpf.Program `ebpf:"hl_cpu_release"`
 	HlDispatch   *ebpf.Program `ebpf:"hl_dispatch"`
 	HlEnable     *ebpf.Program `ebpf:"hl_enable"`
 	HlEnqueue    *ebpf.Program `ebpf:"hl_enqueue"`
@@ -194,12 +199,14 @@ type Sched613Programs struct {
 	HlRunning    *ebpf.Program `ebpf:"hl_running"`
 	HlSelectCpu  *ebpf.Program `ebpf:"hl_select_cpu"`
 	HlStopping   *ebpf.Program `ebpf:"hl_stopping"`
+	HlTick       *ebpf.Program `ebpf:"hl_tick"`
 }
 
 func (p *Sched613Programs) Close() error {
 	return _Sched613Close(
 		p.HlCpuOffline,
 		p.HlCpuOnline,
+		p.HlCpuRelease,
 		p.HlDispatch,
 		p.HlEnable,
 		p.HlEnqueue,
@@ -208,6 +215,7 @@ func (p *Sched613Programs) Close() error {
 		p.HlRunning,
 		p.HlSelectCpu,
 		p.HlStopping,
+		p.HlTick,
 	)
 }
 

@@ -23,6 +23,7 @@ const (
 	Sched700MapStats                     = "stats"
 	Sched700ProgHlCpuOffline             = "hl_cpu_offline"
 	Sched700ProgHlCpuOnline              = "hl_cpu_online"
+	Sched700ProgHlCpuRelease             = "hl_cpu_release"
 	Sched700ProgHlDispatch               = "hl_dispatch"
 	Sched700ProgHlEnable                 = "hl_enable"
 	Sched700ProgHlEnqueue                = "hl_enqueue"
@@ -31,6 +32,7 @@ const (
 	Sched700ProgHlRunning                = "hl_running"
 	Sched700ProgHlSelectCpu              = "hl_select_cpu"
 	Sched700ProgHlStopping               = "hl_stopping"
+	Sched700ProgHlTick                   = "hl_tick"
 	Sched700VarDebugErrorAfter           = "debug_error_after"
 	Sched700VarExitInfo                  = "exit_info"
 	Sched700VarHlClasses                 = "hl_classes"
@@ -88,6 +90,7 @@ type Sched700Specs struct {
 type Sched700ProgramSpecs struct {
 	HlCpuOffline *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
 	HlCpuOnline  *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlCpuRelease *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
 	HlDispatch   *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
 	HlEnable     *ebpf.ProgramSpec `ebpf:"hl_enable"`
 	HlEnqueue    *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
@@ -96,6 +99,7 @@ type Sched700ProgramSpecs struct {
 	HlRunning    *ebpf.ProgramSpec `ebpf:"hl_running"`
 	HlSelectCpu  *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
 	HlStopping   *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlTick       *ebpf.ProgramSpec `ebpf:"hl_tick"`
 }
 
 // Sched700MapSpecs contains maps before they are loaded into the kernel.
@@ -186,6 +190,7 @@ type Sched700Variables struct {
 type Sched700Programs struct {
 	HlCpuOffline *ebpf.Program `ebpf:"hl_cpu_offline"`
 	HlCpuOnline  *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlCpuRelease *ebpf.Program `ebpf:"hl_cpu_release"`
 	HlDispatch   *ebpf.Program `ebpf:"hl_dispatch"`
 	HlEnable     *ebpf.Program `ebpf:"hl_enable"`
 	HlEnqueue    *ebpf.Program `ebpf:"hl_enqueue"`
@@ -194,12 +199,14 @@ type Sched700Programs struct {
 	HlRunning    *ebpf.Program `ebpf:"hl_running"`
 	HlSelectCpu  *ebpf.Program `ebpf:"hl_select_cpu"`
 	HlStopping   *ebpf.Program `ebpf:"hl_stopping"`
+	HlTick       *ebpf.Program `ebpf:"hl_tick"`
 }
 
 func (p *Sched700Programs) Close() error {
 	return _Sched700Close(
 		p.HlCpuOffline,
 		p.HlCpuOnline,
+		p.HlCpuRelease,
 		p.HlDispatch,
 		p.HlEnable,
 		p.HlEnqueue,
@@ -208,6 +215,7 @@ func (p *Sched700Programs) Close() error {
 		p.HlRunning,
 		p.HlSelectCpu,
 		p.HlStopping,
+		p.HlTick,
 	)
 }
 

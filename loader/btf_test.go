@@ -59,6 +59,7 @@ func kfuncs612() []btf.Type {
 		kfunc("scx_bpf_consume", 1, boolType),
 		kfunc("scx_bpf_dispatch_from_dsq", 4, boolType),
 		kfunc("scx_bpf_kick_cpu", 2, (*btf.Void)(nil)),
+		kfunc("scx_bpf_reenqueue_local", 0, u64Type),
 	}
 }
 
@@ -80,6 +81,8 @@ func kfuncs619() []btf.Type {
 		kfunc("__scx_bpf_dsq_insert_vtime", 2, boolType),
 		kfunc("scx_bpf_dsq_move_to_local", 1, boolType),
 		kfunc("scx_bpf_dsq_move", 4, boolType),
+		kfunc("scx_bpf_reenqueue_local", 0, u64Type),
+		kfunc("scx_bpf_reenqueue_local___v2", 0, (*btf.Void)(nil)),
 	}
 }
 
@@ -101,6 +104,8 @@ func kfuncs7x() []btf.Type {
 		kfunc("scx_bpf_dsq_move_to_local___v2_impl", 3, boolType),
 		kfunc("scx_bpf_dsq_move_to_local_impl", 2, boolType),
 		kfunc("scx_bpf_dsq_move", 4, boolType),
+		kfunc("scx_bpf_reenqueue_local", 0, u64Type),
+		kfunc("scx_bpf_reenqueue_local___v2", 0, (*btf.Void)(nil)),
 	}
 }
 
@@ -124,6 +129,7 @@ func TestKfuncsFromBTF(t *testing.T) {
 			DsqInsertVtime: "scx_bpf_dispatch_vtime",
 			DsqMoveToLocal: "scx_bpf_consume",
 			DsqMove:        "scx_bpf_dispatch_from_dsq",
+			ReenqueueLocal: "scx_bpf_reenqueue_local",
 		}},
 		{"6.13", kfuncs613(), Kfuncs{
 			API:            KfuncAPI613,
@@ -131,6 +137,7 @@ func TestKfuncsFromBTF(t *testing.T) {
 			DsqInsertVtime: "scx_bpf_dsq_insert_vtime",
 			DsqMoveToLocal: "scx_bpf_dsq_move_to_local",
 			DsqMove:        "scx_bpf_dsq_move",
+			ReenqueueLocal: "scx_bpf_reenqueue_local",
 		}},
 		{"6.19", kfuncs619(), Kfuncs{
 			API:                KfuncAPIV2,
@@ -139,6 +146,7 @@ func TestKfuncsFromBTF(t *testing.T) {
 			DsqInsertVtimeArgs: "__scx_bpf_dsq_insert_vtime",
 			DsqMoveToLocal:     "scx_bpf_dsq_move_to_local",
 			DsqMove:            "scx_bpf_dsq_move",
+			ReenqueueLocal:     "scx_bpf_reenqueue_local___v2",
 		}},
 		{"7.x", kfuncs7x(), Kfuncs{
 			API:                KfuncAPIV2,
@@ -147,6 +155,7 @@ func TestKfuncsFromBTF(t *testing.T) {
 			DsqInsertVtimeArgs: "__scx_bpf_dsq_insert_vtime",
 			DsqMoveToLocal:     "scx_bpf_dsq_move_to_local___v2",
 			DsqMove:            "scx_bpf_dsq_move",
+			ReenqueueLocal:     "scx_bpf_reenqueue_local___v2",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,6 +85,11 @@ type Kfuncs struct {
 	// another DSQ: scx_bpf_dsq_move (6.13+) or scx_bpf_dispatch_from_dsq
 	// (6.12), both (it, p, dsq_id, enq_flags).
 	DsqMove string `json:"dsq_move"`
+	// ReenqueueLocal gives the tasks in this CPU's local DSQ back to
+	// ops.enqueue (from ops.cpu_release, when RT or DL takes the CPU):
+	// scx_bpf_reenqueue_local___v2 (6.19+, returns void) or
+	// scx_bpf_reenqueue_local (returns the count; ambiguous next to ___v2).
+	ReenqueueLocal string `json:"reenqueue_local"`
 }
 
 // HasSchedExtOps reports whether the BTF describes struct sched_ext_ops,
@@ -154,6 +159,7 @@ func KfuncsFromBTF(spec *btf.Spec) (Kfuncs, error) {
 	k.DsqInsertVtimeArgs = pick("dsq_insert_vtime_args", []string{"__scx_bpf_dsq_insert_vtime"}, false)
 	k.DsqMoveToLocal = pick("dsq_move_to_local", []string{"scx_bpf_dsq_move_to_local___v2", "scx_bpf_dsq_move_to_local", "scx_bpf_consume"}, true)
 	k.DsqMove = pick("dsq_move", []string{"scx_bpf_dsq_move", "scx_bpf_dispatch_from_dsq"}, true)
+	k.ReenqueueLocal = pick("reenqueue_local", []string{"scx_bpf_reenqueue_local___v2", "scx_bpf_reenqueue_local"}, true)
 	if len(problems) > 0 {
 		return k, fmt.Errorf("scx kfunc API %s: %s: %w", api, strings.Join(problems, "; "), ErrUnknownKfuncAPI)
 	}

@@ -241,24 +241,7 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 		run       = 10 * time.Second
 		laneSlice = 2 * time.Millisecond
 	)
-	p := policy.Default("infer")
-	p.Classes[0].Slice = laneSlice
-	p.Classes[1].Slice = 20 * time.Millisecond
-	table, err := p.Compile("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tick, err := sched.Tick()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := load(t, p, sched.Config{})
-	finish := measure(t, s, table)
-	var hogs []string
-	for range runtime.NumCPU() {
-		hogs = append(hogs, "hog")
-	}
-	h := startHogs(t, 0, hogs...)
+	finish, h, tick := laneBesideHogs(t, laneSlice, 20*time.Millisecond)
 	defer h.stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), run)
@@ -287,12 +270,7 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 	}
 	h.stop()
 	snap, d := finish()
-	lane := verify.TaskLatency{Hist: &verify.Histogram{}}
-	for _, tl := range snap.Tasks {
-		if int64(tl.PID) == laneTID.Load() {
-			lane = tl
-		}
-	}
+	lane := laneWaits(snap, laneTID.Load())
 	limit := 2 * (tick + laneSlice)
 	maxWait := time.Duration(lane.Hist.Max())
 	t.Logf("lane task: %d rounds, %d waits, p50 %v, p99 %v, max %v (limit %v); lane kept its CPU %d times, preempt kicks %d",
@@ -310,4 +288,137 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 	if p90 := time.Duration(lane.Hist.QuantileUpper(0.9)); p90 > limit {
 		t.Errorf("the lane task waited %v at p90, over a tick plus its slice (x2: %v): it queued behind a fair slice", p90, limit)
 	}
+}
+
+// An RT task that takes a CPU from a running lane task: a SCHED_FIFO
+// thread pinned to CPU 0 spins in bursts of rtBurst, while a lane task
+// that computes most of the time and hogs on every CPU compete. When the
+// RT thread wakes on the lane's CPU, the kernel leaves the lane task in
+// that CPU's local queue; without ops.cpu_release it would wait there for
+// the whole burst. hotlane hands it back to enqueue, which preempts a
+// hog on the other CPU. The lane's waits must stay within a tick plus its
+// slice (x2 for TCG) at p99, and even the longest must be well short of a
+// burst: a single wait behind the RT thread is what this is about.
+func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
+	requireFaultBoot(t)
+	const (
+		run       = 10 * time.Second
+		laneSlice = 2 * time.Millisecond
+		rtBurst   = 100 * time.Millisecond
+	)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: the lane must have somewhere to go")
+	}
+	finish, h, tick := laneBesideHogs(t, laneSlice, 0)
+	defer h.stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	defer moreProcs(2)()
+	errs := make(chan error, 2)
+	var laneTID atomic.Int64
+	var bursts, rounds atomic.Int64
+	go func() { // the RT thread
+		errs <- func() error {
+			if err := lockThread("rt-burst", 0); err != nil {
+				return err
+			}
+			var cpu0 unix.CPUSet
+			cpu0.Set(0)
+			if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+				return fmt.Errorf("pin the RT thread to CPU 0: %w", err)
+			}
+			if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0); err != nil {
+				return fmt.Errorf("SCHED_FIFO: %w", err)
+			}
+			for ctx.Err() == nil {
+				ts := unix.NsecToTimespec((20 * time.Millisecond).Nanoseconds())
+				unix.Nanosleep(&ts, nil)
+				for end := time.Now().Add(rtBurst); time.Now().Before(end); {
+				}
+				bursts.Add(1)
+			}
+			return nil
+		}()
+	}()
+	go func() { // the lane task: 3 ms of work, 7 ms of sleep
+		errs <- func() error {
+			if err := lockThread("infer-rt", 0); err != nil {
+				return err
+			}
+			laneTID.Store(int64(unix.Gettid()))
+			for ctx.Err() == nil {
+				ts := unix.NsecToTimespec((7 * time.Millisecond).Nanoseconds())
+				unix.Nanosleep(&ts, nil)
+				for end := threadCPUTime() + 3*time.Millisecond; threadCPUTime() < end; {
+				}
+				rounds.Add(1)
+			}
+			return nil
+		}()
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.stop()
+	snap, d := finish()
+	lane := laneWaits(snap, laneTID.Load())
+	limit := 2 * (tick + laneSlice)
+	t.Logf("lane task: %d rounds, %d waits, p50 %v, p99 %v, max %v (limit %v); %d RT bursts of %v; CPU released to RT %d times, preempt kicks %d",
+		rounds.Load(), lane.Hist.Count(), time.Duration(lane.Hist.QuantileUpper(0.5)),
+		time.Duration(lane.Hist.QuantileUpper(0.99)), time.Duration(lane.Hist.Max()), limit,
+		bursts.Load(), rtBurst, d.CPUReleased, d.PreemptKicks)
+	if rounds.Load() == 0 || lane.Hist.Count() == 0 || bursts.Load() == 0 {
+		t.Fatal("the lane task or the RT thread did not run, or the tracer saw none of the lane's waits")
+	}
+	if d.CPUReleased == 0 {
+		t.Error("ops.cpu_release never ran although an RT thread kept taking CPU 0")
+	}
+	if p99 := time.Duration(lane.Hist.QuantileUpper(0.99)); p99 > limit {
+		t.Errorf("the lane task waited %v at p99, over a tick plus its slice (x2: %v): it waited behind the RT thread", p99, limit)
+	}
+	if longest := time.Duration(lane.Hist.Max()); longest >= rtBurst/2 {
+		t.Errorf("the lane task once waited %v, half an RT burst or more: it was left behind the RT thread", longest)
+	}
+}
+
+// laneBesideHogs loads hotlane with the lane's slice set (and the fair
+// slice, when not zero), attaches the tracer and starts a hog on every
+// CPU. It returns the tracer's finish function, the hogs and the tick.
+func laneBesideHogs(t *testing.T, laneSlice, fairSlice time.Duration) (func() (*verify.Snapshot, sched.Stats), *hogSet, time.Duration) {
+	t.Helper()
+	p := policy.Default("infer")
+	p.Classes[0].Slice = laneSlice
+	if fairSlice > 0 {
+		p.Classes[1].Slice = fairSlice
+	}
+	table, err := p.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick, err := sched.Tick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := load(t, p, sched.Config{})
+	finish := measure(t, s, table)
+	var hogs []string
+	for range runtime.NumCPU() {
+		hogs = append(hogs, "hog")
+	}
+	return finish, startHogs(t, 0, hogs...), tick
+}
+
+// laneWaits is the tracer's record of one task's waits (an empty
+// histogram if it never waited).
+func laneWaits(snap *verify.Snapshot, tid int64) verify.TaskLatency {
+	lane := verify.TaskLatency{Hist: &verify.Histogram{}}
+	for _, tl := range snap.Tasks {
+		if int64(tl.PID) == tid {
+			lane = tl
+		}
+	}
+	return lane
 }

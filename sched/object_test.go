@@ -45,13 +45,13 @@ func TestObjectForEachGeneration(t *testing.T) {
 		funcs  []string
 		want   string
 	}{
-		{"6.12", []string{"scx_bpf_dispatch", "scx_bpf_dispatch_vtime", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq"}, "612"},
+		{"6.12", []string{"scx_bpf_dispatch", "scx_bpf_dispatch_vtime", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq", "scx_bpf_reenqueue_local"}, "612"},
 		{"6.13", []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local", "scx_bpf_dsq_move",
 			// 6.13 kept the 6.12 names as deprecated aliases.
-			"scx_bpf_dispatch", "scx_bpf_dispatch_vtime", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq"}, "613"},
+			"scx_bpf_dispatch", "scx_bpf_dispatch_vtime", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq", "scx_bpf_reenqueue_local"}, "613"},
 		{"7.3", []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2", "scx_bpf_dsq_insert___v2_impl",
 			"scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local", "scx_bpf_dsq_move_to_local___v2",
-			"scx_bpf_dsq_move_to_local___v2_impl", "scx_bpf_dsq_move"}, "700"},
+			"scx_bpf_dsq_move_to_local___v2_impl", "scx_bpf_dsq_move", "scx_bpf_reenqueue_local", "scx_bpf_reenqueue_local___v2"}, "700"},
 	} {
 		k, err := loader.KfuncsFromBTF(kernelBTF(t, tc.funcs...))
 		if err != nil {
@@ -75,7 +75,7 @@ func TestObjectForEachGeneration(t *testing.T) {
 // names exactly that mix, and the error says what was found.
 func TestObjectForRefusesMixedGeneration(t *testing.T) {
 	k, err := loader.KfuncsFromBTF(kernelBTF(t, "scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2",
-		"scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local", "scx_bpf_dsq_move"))
+		"scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local", "scx_bpf_dsq_move", "scx_bpf_reenqueue_local", "scx_bpf_reenqueue_local___v2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,12 +93,12 @@ func TestObjectsNameOnlyTheirGenerationsKfuncs(t *testing.T) {
 	}{
 		{object{"612", nil}, []string{"scx_bpf_dispatch", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq"}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move"}},
 		{object{"613", nil}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_move_to_local", "scx_bpf_dsq_move"}, []string{"scx_bpf_dispatch", "scx_bpf_dsq_insert___v2", "scx_bpf_dispatch_from_dsq"}},
-		{object{"700", nil}, []string{"scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move_to_local___v2", "scx_bpf_dsq_move"}, []string{"scx_bpf_dsq_insert", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq"}},
+		{object{"700", nil}, []string{"scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move_to_local___v2", "scx_bpf_dsq_move", "scx_bpf_reenqueue_local___v2"}, []string{"scx_bpf_dsq_insert", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq", "scx_bpf_reenqueue_local"}},
 	} {
 		k := map[string]loader.Kfuncs{
-			"612": {DsqInsert: "scx_bpf_dispatch", DsqInsertVtime: "scx_bpf_dispatch_vtime", DsqMoveToLocal: "scx_bpf_consume", DsqMove: "scx_bpf_dispatch_from_dsq"},
-			"613": {DsqInsert: "scx_bpf_dsq_insert", DsqInsertVtime: "scx_bpf_dsq_insert_vtime", DsqMoveToLocal: "scx_bpf_dsq_move_to_local", DsqMove: "scx_bpf_dsq_move"},
-			"700": {DsqInsert: "scx_bpf_dsq_insert___v2", DsqInsertVtime: "scx_bpf_dsq_insert_vtime", DsqMoveToLocal: "scx_bpf_dsq_move_to_local___v2", DsqMove: "scx_bpf_dsq_move"},
+			"612": {DsqInsert: "scx_bpf_dispatch", DsqInsertVtime: "scx_bpf_dispatch_vtime", DsqMoveToLocal: "scx_bpf_consume", DsqMove: "scx_bpf_dispatch_from_dsq", ReenqueueLocal: "scx_bpf_reenqueue_local"},
+			"613": {DsqInsert: "scx_bpf_dsq_insert", DsqInsertVtime: "scx_bpf_dsq_insert_vtime", DsqMoveToLocal: "scx_bpf_dsq_move_to_local", DsqMove: "scx_bpf_dsq_move", ReenqueueLocal: "scx_bpf_reenqueue_local"},
+			"700": {DsqInsert: "scx_bpf_dsq_insert___v2", DsqInsertVtime: "scx_bpf_dsq_insert_vtime", DsqMoveToLocal: "scx_bpf_dsq_move_to_local___v2", DsqMove: "scx_bpf_dsq_move", ReenqueueLocal: "scx_bpf_reenqueue_local___v2"},
 		}[tc.obj.name]
 		obj, err := objectFor(k)
 		if err != nil {

@@ -20,6 +20,8 @@ type statsRecord struct {
 	GuardDispatches uint64
 	KthreadDirect   uint64
 	LaneKept        uint64
+	FairResumed     uint64
+	CPUReleased     uint64
 }
 
 // ClassStats are one class's counters.
@@ -45,6 +47,12 @@ type Stats struct {
 	// LaneKept counts lane tasks whose slice ran out while no other lane
 	// task waited: they kept their CPU instead of queueing behind fair work.
 	LaneKept uint64 `json:"lane_kept"`
+	// FairResumed counts fair tasks that, preempted by the lane or a
+	// kthread, went back to their CPU with the rest of their slice.
+	FairResumed uint64 `json:"fair_resumed"`
+	// CPUReleased counts CPUs taken by RT or DL work whose local queue
+	// was handed back to the scheduler.
+	CPUReleased uint64 `json:"cpu_released"`
 	// ClassifyUncached counts classifications that could not be cached
 	// (task storage unavailable): those tasks were classified afresh,
 	// correctly but at a higher cost.
@@ -69,6 +77,8 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.GuardDispatches += r.GuardDispatches
 		sum.KthreadDirect += r.KthreadDirect
 		sum.LaneKept += r.LaneKept
+		sum.FairResumed += r.FairResumed
+		sum.CPUReleased += r.CPUReleased
 	}
 	st := sum.stats(s.classes, time.Now())
 	if err := s.coll.Variables["hl_classify_storage_failures"].Get(&st.ClassifyUncached); err != nil {
@@ -85,6 +95,8 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		GuardDispatches: r.GuardDispatches,
 		KthreadDirect:   r.KthreadDirect,
 		LaneKept:        r.LaneKept,
+		FairResumed:     r.FairResumed,
+		CPUReleased:     r.CPUReleased,
 	}
 	for i, name := range classes {
 		st.Classes = append(st.Classes, ClassStats{Class: name, Enqueued: r.Enqueued[i], Dispatched: r.Dispatched[i], DirectIdle: r.DirectIdle[i]})
@@ -109,6 +121,8 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.GuardDispatches -= prev.GuardDispatches
 	d.KthreadDirect -= prev.KthreadDirect
 	d.LaneKept -= prev.LaneKept
+	d.FairResumed -= prev.FairResumed
+	d.CPUReleased -= prev.CPUReleased
 	d.ClassifyUncached -= prev.ClassifyUncached
 	return d
 }
@@ -120,7 +134,7 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept)
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

@@ -11,8 +11,9 @@
  *   HL_SCX_API 613  6.13 .. 6.18: scx_bpf_dsq_insert(), scx_bpf_dsq_insert_vtime(),
  *                   scx_bpf_dsq_move_to_local(), scx_bpf_dsq_move();
  *                   dsq_vtime written directly.
- *   HL_SCX_API 700  7.x: scx_bpf_dsq_insert___v2() (returns bool) and
- *                   scx_bpf_dsq_move_to_local___v2() (takes enq_flags) next to
+ *   HL_SCX_API 700  7.x: scx_bpf_dsq_insert___v2() (returns bool),
+ *                   scx_bpf_dsq_move_to_local___v2() (takes enq_flags) and
+ *                   scx_bpf_reenqueue_local___v2() (returns void) next to
  *                   the old names; dsq_vtime set with scx_bpf_task_set_dsq_vtime();
  *                   scx_bpf_dsq_move() as in 6.13.
  *
@@ -65,6 +66,8 @@ bool scx_bpf_dispatch_from_dsq(struct bpf_iter_scx_dsq *it__iter, struct task_st
 #define hl_dsq_move_to_local(dsq) scx_bpf_consume(dsq)
 #define hl_dsq_move(it, p, dsq, fl) scx_bpf_dispatch_from_dsq(it, p, dsq, fl)
 #define hl_set_dsq_vtime(p, vt) ((p)->scx.dsq_vtime = (vt))
+u32 scx_bpf_reenqueue_local(void) __ksym;
+#define hl_reenqueue_local() scx_bpf_reenqueue_local()
 
 #elif HL_SCX_API == 613
 void scx_bpf_dsq_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym;
@@ -78,6 +81,8 @@ bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, 
 #define hl_dsq_move_to_local(dsq) scx_bpf_dsq_move_to_local(dsq)
 #define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
 #define hl_set_dsq_vtime(p, vt) ((p)->scx.dsq_vtime = (vt))
+u32 scx_bpf_reenqueue_local(void) __ksym;
+#define hl_reenqueue_local() scx_bpf_reenqueue_local()
 
 #elif HL_SCX_API == 700
 bool scx_bpf_dsq_insert___v2(struct task_struct *p, u64 dsq_id, u64 slice,
@@ -93,6 +98,8 @@ bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, 
 #define hl_dsq_move_to_local(dsq) scx_bpf_dsq_move_to_local___v2(dsq, 0)
 #define hl_set_dsq_vtime(p, vt) scx_bpf_task_set_dsq_vtime(p, vt)
 #define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
+void scx_bpf_reenqueue_local___v2(void) __ksym;
+#define hl_reenqueue_local() scx_bpf_reenqueue_local___v2()
 
 #else
 #error "unknown HL_SCX_API"
@@ -114,6 +121,7 @@ bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, 
 #define HL_KICK_IDLE	HL_ENUM(scx_kick_flags, SCX_KICK_IDLE)
 #define HL_ENQ_WAKEUP	HL_ENUM(scx_enq_flags, SCX_ENQ_WAKEUP)
 #define HL_ENQ_PREEMPT	HL_ENUM(scx_enq_flags, SCX_ENQ_PREEMPT)
+#define HL_ENQ_REENQ	HL_ENUM(scx_enq_flags, SCX_ENQ_REENQ)
 #define HL_TASK_QUEUED	HL_ENUM(scx_ent_flags, SCX_TASK_QUEUED)
 
 /*

@@ -22,7 +22,10 @@ import (
 
 // Options for RunGuestTests.
 type Options struct {
-	// Run is the -test.run pattern of the guest-only tests.
+	// Run is the -test.run pattern of the guest-only tests;
+	// $HOTLANE_GUEST_RUN, when set, replaces it (to run one guest test
+	// while working on it: go test ./sched -run TestVMFault with
+	// HOTLANE_GUEST_RUN=^TestGuestFaultLaneKeeps).
 	Run string
 	// ScxSimple puts the upstream scx_simple at vm.ScxSimpleGuestPath.
 	ScxSimple bool
@@ -67,6 +70,10 @@ func RunGuestTests(t *testing.T, opts Options) {
 	}
 	if testing.Short() {
 		t.Skip("VM tests boot qemu; skipped with -short")
+	}
+	if run := os.Getenv("HOTLANE_GUEST_RUN"); run != "" {
+		t.Logf("guest tests: $HOTLANE_GUEST_RUN=%s instead of %s", run, opts.Run)
+		opts.Run = run
 	}
 	ctx := context.Background()
 	hotlane := Hotlane(t)
