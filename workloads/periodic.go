@@ -93,7 +93,6 @@ func (p Periodic) thread(ctx context.Context) (PeriodicResult, error) {
 	if err := p.Lane.Apply(0, p.LaneTask()); err != nil {
 		return res, fmt.Errorf("periodic task %q: %w", p.Comm, err)
 	}
-	defer func() { res.CPU = threadCPUTime() }()
 	clock := periodClock{next: monotonicNow() + p.Period, period: p.Period}
 	for k := 1; ctx.Err() == nil; k++ {
 		if err := sleepUntil(clock.next); err != nil {
@@ -103,6 +102,9 @@ func (p Periodic) thread(ctx context.Context) (PeriodicResult, error) {
 		spinCPU(p.computeFor(k))
 		res.Missed += clock.finish(monotonicNow())
 	}
+	// The thread's CPU time, read on it before it returns (a deferred
+	// write to res would come after the return value was copied).
+	res.CPU = threadCPUTime()
 	return res, nil
 }
 

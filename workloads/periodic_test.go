@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -45,5 +46,26 @@ func TestPeriodicRejectsComputeLongerThanPeriod(t *testing.T) {
 	_, err := Periodic{Period: time.Millisecond, Compute: 2 * time.Millisecond}.Run(t.Context())
 	if err == nil {
 		t.Error("compute > period accepted")
+	}
+}
+
+// The CPU time a periodic task reports covers the compute of every period
+// it ran (each spins until its thread's CPU clock has advanced that much):
+// the bench divides background work by the CPU the lane left, and a lane
+// reported as using nothing made every variant look alike there.
+func TestPeriodicReportsItsCPUTime(t *testing.T) {
+	const compute = time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	res, err := Periodic{Comm: "cpu-test", Period: 5 * time.Millisecond, Compute: compute, Threads: 2}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	periods := res.Lateness.Count()
+	if periods == 0 {
+		t.Fatal("no period ran in 100ms")
+	}
+	if want := time.Duration(periods) * compute; res.CPU < want {
+		t.Errorf("CPU time %v for %d periods of %v compute, want at least %v", res.CPU, periods, compute, want)
 	}
 }
