@@ -76,6 +76,13 @@ func (t *tailBuffer) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// contains reports whether the text still held contains s.
+func (t *tailBuffer) contains(s string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Contains(string(t.buf), s)
+}
+
 // last returns the last non-empty line written, or "(no output)".
 func (t *tailBuffer) last() string {
 	t.mu.Lock()

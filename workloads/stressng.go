@@ -37,6 +37,9 @@ func (s StressNg) program() string {
 	return s.Path
 }
 
+// stressNgStarted is what stress-ng prints once its workers are started.
+const stressNgStarted = "dispatching hogs"
+
 // Args are stress-ng's arguments for a run writing its metrics to yaml.
 func (s StressNg) Args(yaml string) []string {
 	method := s.Method
@@ -71,6 +74,15 @@ func (s StressNg) Run(ctx context.Context) (uint64, error) {
 	case <-ctx.Done():
 	case <-p.done:
 		return 0, fmt.Errorf("stress-ng exited during the run: %s", out.last())
+	}
+	// Stopped before it has started its workers (a short run on a busy
+	// machine), stress-ng dies of the signal without writing metrics.
+	for deadline := time.Now().Add(10 * time.Second); !out.contains(stressNgStarted) && time.Now().Before(deadline); {
+		select {
+		case <-p.done:
+			return 0, fmt.Errorf("stress-ng exited during the run: %s", out.last())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if err := p.stop(10 * time.Second); err != nil {
 		return 0, fmt.Errorf("stress-ng: %w: %s", err, out.last())
