@@ -33,6 +33,17 @@ func TestVM(t *testing.T) {
 	vmtest.RunGuestTests(t, vmtest.Options{Run: "^TestGuest", ScxSimple: true, Timeout: 15 * time.Minute})
 }
 
+// TestVMKernel617 runs the core of the guest tests on Debian's 6.17 cloud
+// kernel, so the object built for the 6.13-6.18 kfuncs (scx_bpf_dsq_insert,
+// scx_bpf_reenqueue_local callable only from cpu_release) runs on a real
+// kernel of its generation; TestVM and TestVMFault run the 7.x object.
+func TestVMKernel617(t *testing.T) {
+	vmtest.RunGuestTests(t, vmtest.Options{
+		Run:    "^TestGuest(LoadUnload|RunStopsOnSignals|ClassificationFollowsComm|StarvationGuard|FaultLaneKeepsCPUWhenSliceEnds|FaultLaneLeavesCPUTakenByRT)$",
+		Kernel: "6.17", MultiThreadedTCG: true, Timeout: 10 * time.Minute,
+	})
+}
+
 const sysfs = "/sys/kernel/sched_ext"
 
 func readSysfs(t *testing.T, name string) string {
@@ -95,6 +106,7 @@ func load(t *testing.T, p *policy.Policy, cfg sched.Config) *sched.Scheduler {
 func TestGuestLoadUnload(t *testing.T) {
 	vmtest.RequireGuest(t)
 	s := load(t, policy.Default("infer"), sched.Config{})
+	t.Logf("object for this kernel's kfuncs: %s", s.Object)
 	if got := readSysfs(t, "state"); got != "enabled" {
 		t.Errorf("state = %q, want enabled", got)
 	}

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +22,23 @@ import (
 // 7.3.4 cloud build, which has CONFIG_SCHED_CLASS_EXT=y, NVMe and virtio
 // built in, and boots to a shell under TCG in a few seconds.
 const DefaultKernel = "trixie-backports/linux-binary-7.3.4+deb13-cloud-amd64"
+
+// NamedKernels are the kernels of the test matrix by short name, what
+// --kernel accepts besides paths and suites: one per sched_ext kfunc
+// generation Debian builds with sched_ext (6.13-6.18: 6.17; 7.1+: 7.3).
+var NamedKernels = map[string]string{
+	"6.17": "trixie-backports/linux-image-6.17.13+deb13-cloud-amd64",
+	"7.3":  DefaultKernel,
+}
+
+// expandKernelName turns a NamedKernels name into its SUITE/PACKAGE spec
+// and leaves any other spec as it is.
+func expandKernelName(spec string) string {
+	if full, ok := NamedKernels[spec]; ok {
+		return full
+	}
+	return spec
+}
 
 // kernelPackagePattern selects the newest cloud kernel of a suite when
 // --kernel names only the suite (e.g. "sid").
@@ -42,6 +61,7 @@ var ErrKernelNotFound = errors.New("kernel image not found")
 // caching it when needed. spec is one of:
 //
 //	""                          the pinned default (DefaultKernel)
+//	6.17, 7.3                   a kernel of the test matrix (NamedKernels)
 //	/path/to/vmlinuz            a local image
 //	SUITE                       the newest linux-binary-*-cloud-amd64 of a Debian suite
 //	SUITE/PACKAGE               that package from that suite
@@ -51,6 +71,7 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 	if spec == "" {
 		spec = DefaultKernel
 	}
+	spec = expandKernelName(spec)
 	if err := CheckKernelSpec(spec); err != nil {
 		return nil, err
 	}
@@ -102,6 +123,7 @@ func CheckKernelSpec(spec string) error {
 	if spec == "" {
 		spec = DefaultKernel
 	}
+	spec = expandKernelName(spec)
 	if isLocalPath(spec) {
 		if _, err := os.Stat(spec); err != nil {
 			return fmt.Errorf("%w: %s does not exist; pass a vmlinuz path, a Debian suite such as sid, or SUITE/PACKAGE", ErrKernelNotFound, spec)
@@ -110,7 +132,7 @@ func CheckKernelSpec(spec string) error {
 	}
 	suite, pkg, hasPkg := strings.Cut(spec, "/")
 	if !validSuite(suite) {
-		return fmt.Errorf("%w %q in --kernel %q: use one of %s, SUITE/PACKAGE, or a vmlinuz path", ErrUnknownSuite, suite, spec, strings.Join(knownSuites(), ", "))
+		return fmt.Errorf("%w %q in --kernel %q: use one of %s, SUITE/PACKAGE, a kernel of the test matrix (%s), or a vmlinuz path", ErrUnknownSuite, suite, spec, strings.Join(knownSuites(), ", "), strings.Join(slices.Sorted(maps.Keys(NamedKernels)), ", "))
 	}
 	if hasPkg && !debianPackageName.MatchString(pkg) {
 		return fmt.Errorf("--kernel %q: %q is not a Debian package name; write SUITE/PACKAGE, e.g. %s", spec, pkg, DefaultKernel)

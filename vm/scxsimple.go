@@ -243,6 +243,7 @@ func scxCached(cacheDir, spec string, names []string) bool {
 	if spec == "" {
 		spec = DefaultKernel
 	}
+	spec = expandKernelName(spec)
 	var dirs []string
 	switch suite, pkg, _ := strings.Cut(spec, "/"); {
 	case isLocalPath(spec):

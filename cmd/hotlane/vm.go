@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +26,7 @@ var memorySize = regexp.MustCompile(`^[1-9][0-9]*[MGT]?$`)
 
 func runVM(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("vm", flag.ContinueOnError)
-	kernel := fs.String("kernel", "", "kernel to boot: a vmlinuz path, a Debian suite (newest cloud kernel of it, e.g. sid), or SUITE/PACKAGE (default "+vm.DefaultKernel+")")
+	kernel := fs.String("kernel", "", "kernel to boot: a kernel of the test matrix ("+strings.Join(slices.Sorted(maps.Keys(vm.NamedKernels)), ", ")+"), a vmlinuz path, a Debian suite (newest cloud kernel of it, e.g. sid), or SUITE/PACKAGE (default "+vm.DefaultKernel+")")
 	cacheDir := fs.String("cache", vm.DefaultCacheDir(), "where kernels, apt state and the scx_simple build are kept")
 	timeout := durationFlag(fs, "timeout", 5*time.Minute, time.Second, 0, "kill the guest after this long")
 	memory := "2G"
