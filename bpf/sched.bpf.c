@@ -329,6 +329,17 @@ int hl_enqueue(u64 *ctx)
 	if (c->high_priority) {
 		if (c->preempt && (enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ)) && !p->migration_disabled) {
 			target = lane_target(p, scx_bpf_task_cpu(p), &idle);
+			/*
+			 * Handed back by cpu_release, the task is still the one
+			 * this CPU is switching away from, so no other CPU can
+			 * take it yet: it goes to the high queue, the target is
+			 * kicked, and the tick below retries until one does.
+			 */
+			if (target >= 0 && (enq_flags & HL_ENQ_REENQ)) {
+				hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
+				scx_bpf_kick_cpu(target, idle ? HL_KICK_IDLE : HL_KICK_PREEMPT);
+				return 0;
+			}
 			if (target >= 0) {
 				hl_dsq_insert(p, HL_DSQ_LOCAL_ON | target, c->slice_ns,
 					      enq_flags | (idle ? 0 : HL_ENQ_PREEMPT));
@@ -603,7 +614,16 @@ int hl_tick(u64 *ctx)
 	struct hl_task_class *tc;
 	struct hl_stats *st;
 
-	if (!cpu || !cpu->lane || p->scx.slice)
+	if (!cpu)
+		return 0;
+	/* A fair task gives way at the tick to a lane task waiting in the
+	 * high queue, which no kick has yet brought here. */
+	if (!cpu->lane) {
+		if (!cpu->shielded && scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0)
+			p->scx.slice = 0;
+		return 0;
+	}
+	if (p->scx.slice)
 		return 0;
 	if (scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0)
 		return 0;
