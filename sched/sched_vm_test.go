@@ -39,10 +39,10 @@ func TestVM(t *testing.T) {
 // and TestVMFault run the 7.x object.
 func TestVMKernel617(t *testing.T) {
 	vmtest.RunGuestTests(t, vmtest.Options{
-		// Not the RT hand-back test: on 6.17 the lane waited 30.6, 79.8
-		// and 32.0 ms behind a 100 ms RT burst in three of three runs,
-		// 47.6 ms with the tick handing the high queue over (1.5-8.5 ms
-		// on 7.3); not understood yet, see README.
+		// Not the RT hand-back test: on 6.17 the lane's longest wait in
+		// it was 30.6, 79.8 and 32.0 ms in three of three runs, 32-48 ms
+		// with the tick handing the high queue over (1.5-8.5 ms on 7.3),
+		// not from the hand-back itself; not understood yet, see README.
 		Run:    "^TestGuest(LoadUnload|RunStopsOnSignals|ClassificationFollowsComm|StarvationGuard|FaultLaneKeepsCPUWhenSliceEnds)$",
 		Kernel: "6.17", MultiThreadedTCG: true, Timeout: 10 * time.Minute,
 	})
