@@ -92,6 +92,7 @@ struct hl_cpu {
 	u64 started_at;	/* when the running task started */
 	u64 fair_at;	/* when this CPU last served the fair queue, or found it empty */
 	u64 guard_until;	/* end of the guard turn this CPU is serving */
+	u64 run_slice;	/* the slice the running fair task started with */
 	u32 busy;
 	u32 shielded;	/* a lane task, or a guard turn: no victim */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
@@ -368,7 +369,9 @@ int hl_enqueue(u64 *ctx)
 	 * costs no shared queue, no dispatch and no migration. The kernel
 	 * zeroed its slice to preempt it, so "preempted" reads as: it is the
 	 * task this CPU ran, it is put back rather than woken or requeued,
-	 * something waits locally, and it had not used up its slice.
+	 * something waits locally, and it had not used up its slice. The
+	 * rest is counted from the slice this run started with, so a task
+	 * preempted again and again still runs one slice in all.
 	 */
 	if (!(enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ))) {
 		self = bpf_get_smp_processor_id();
@@ -376,8 +379,8 @@ int hl_enqueue(u64 *ctx)
 		if (on && on->curr_pid == p->pid && scx_bpf_task_cpu(p) == self &&
 		    bpf_cpumask_test_cpu(self, p->cpus_ptr) && scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) > 0) {
 			used = bpf_ktime_get_ns() - on->started_at;
-			if (used + HL_MIN_RESUME < c->slice_ns) {
-				hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns - used, enq_flags);
+			if (used + HL_MIN_RESUME < on->run_slice) {
+				hl_dsq_insert(p, HL_DSQ_LOCAL, on->run_slice - used, enq_flags);
 				on->resumed_pid = p->pid;
 				if (st)
 					st->fair_resumed++;
@@ -695,6 +698,7 @@ int hl_running(u64 *ctx)
 		if ((s64)turn > 0 && turn < p->scx.slice)
 			p->scx.slice = turn;
 	}
+	cpu->run_slice = p->scx.slice;
 	return 0;
 }
 

@@ -111,18 +111,7 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 	if ncpu < 2 {
 		t.Skip("needs two CPUs to pin tasks apart")
 	}
-	table, err := policy.Default("infer").Compile("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tick, err := sched.Tick()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := sched.Config{Timeout: sched.DefaultTimeout}
-	bound := sched.Config{Table: table}.GuardedWaitBound(tick)
-	s := load(t, policy.Default("infer"), cfg)
-	finish := measure(t, s, table)
+	s, finish, bound := guardedDefault(t)
 
 	var spin []string
 	for range ncpu {
@@ -421,4 +410,96 @@ func laneWaits(snap *verify.Snapshot, tid int64) verify.TaskLatency {
 		}
 	}
 	return lane
+}
+
+// pinnedLoop runs fn on a thread named comm, pinned to cpu, until ctx is
+// done.
+func pinnedLoop(ctx context.Context, comm string, cpu int, fn func()) error {
+	if err := lockThread(comm, 0); err != nil {
+		return err
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("%s: pin to CPU %d: %w", comm, cpu, err)
+	}
+	for ctx.Err() == nil {
+		fn()
+	}
+	return nil
+}
+
+// A fair task the lane preempts resumes on its CPU with the rest of its
+// slice, and only the rest: a lane task waking every millisecond on the
+// CPU of a spinning fair task must not let that task run on with a fresh
+// remainder after every preemption while another fair task pinned to the
+// same CPU waits. The waiter must keep running, its waits within the
+// guard's bound at p99.
+func TestGuestFaultResumedTaskYieldsItsTurn(t *testing.T) {
+	requireFaultBoot(t)
+	const run = 8 * time.Second
+	s, finish, bound := guardedDefault(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	defer moreProcs(3)()
+	errs := make(chan error, 3)
+	var waiterTID atomic.Int64
+	var rounds atomic.Int64
+	sleep := func(d time.Duration) {
+		ts := unix.NsecToTimespec(d.Nanoseconds())
+		unix.Nanosleep(&ts, nil)
+	}
+	spin := func(d time.Duration) {
+		for end := threadCPUTime() + d; threadCPUTime() < end; {
+		}
+	}
+	go func() { errs <- pinnedLoop(ctx, "hog-resumed", 1, func() { spin(time.Millisecond) }) }()
+	go func() {
+		errs <- pinnedLoop(ctx, "infer-fast", 1, func() { sleep(time.Millisecond); spin(100 * time.Microsecond) })
+	}()
+	go func() {
+		errs <- pinnedLoop(ctx, "waiter", 1, func() {
+			waiterTID.CompareAndSwap(0, int64(unix.Gettid()))
+			sleep(5 * time.Millisecond)
+			spin(time.Millisecond)
+			rounds.Add(1)
+		})
+	}()
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, d := finish()
+	if info, exited, err := s.Exited(); err != nil || exited {
+		t.Fatalf("the scheduler exited during the run: %v (%v)", info, err)
+	}
+	w := laneWaits(snap, waiterTID.Load())
+	p99 := time.Duration(w.Hist.QuantileUpper(0.99))
+	t.Logf("waiter: %d rounds, %d waits, p99 %v, max %v (bound %v); fair tasks resumed after preemption %d, preempt kicks %d",
+		rounds.Load(), w.Hist.Count(), p99, time.Duration(w.Hist.Max()), bound, d.FairResumed, d.PreemptKicks)
+	if rounds.Load() == 0 || w.Hist.Count() == 0 {
+		t.Fatal("the waiter pinned beside the preempted task never ran")
+	}
+	if p99 > bound {
+		t.Errorf("the waiter waited %v at p99, over the %v bound: the preempted task kept its CPU", p99, bound)
+	}
+}
+
+// guardedDefault loads hotlane with the default policy and watchdog,
+// attaches the tracer, and returns the scheduler, the tracer's finish
+// function and the wait bound the starvation guard promises.
+func guardedDefault(t *testing.T) (*sched.Scheduler, func() (*verify.Snapshot, sched.Stats), time.Duration) {
+	t.Helper()
+	table, err := policy.Default("infer").Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick, err := sched.Tick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
+	return s, measure(t, s, table), sched.Config{Table: table}.GuardedWaitBound(tick)
 }
