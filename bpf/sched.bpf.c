@@ -97,7 +97,8 @@ struct hl_cpu {
 	u32 shielded;	/* a lane task, or a guard turn: no victim */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
 	s32 curr_pid;	/* the task running (or last run) here */
-	u32 lane;	/* that task runs as a lane task (not a guard turn) */
+	u32 lane;	/* that task runs (or last ran) as a lane task, not a guard turn */
+	u32 class_id;	/* and as this class */
 	s32 resumed_pid;	/* a preempted fair task put back in the local queue */
 	u32 resumed;	/* the running task is that one: not a fair-queue turn */
 };
@@ -192,13 +193,16 @@ static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu
  * One pass over the per-CPU bookkeeping finds the victim and tells whether
  * any CPU is not running a task of ours. Only then are the kernel's idle
  * masks searched: on a saturated machine, the case the lane exists for,
- * that search finds nothing and was the dearest part of a wake-up.
+ * that search finds nothing and was the dearest part of a wake-up. The
+ * pass reads no clock (the longest-running task started first) and tests
+ * no cpumask for a task allowed everywhere: every call on the wake-up path
+ * is latency the lane pays, and under emulation a dear one.
  */
 static s32 lane_target(struct task_struct *p, s32 prev_cpu, bool *idle)
 {
-	u64 now = bpf_ktime_get_ns(), longest = 0;
 	s32 self = bpf_get_smp_processor_id(), victim = -1, cpu;
-	bool self_ok = false, all_busy = true;
+	bool anywhere = p->nr_cpus_allowed >= nr_cpus, all_busy = true, self_ok = false;
+	u64 first = 0;
 
 	*idle = false;
 	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
@@ -213,17 +217,17 @@ static s32 lane_target(struct task_struct *p, s32 prev_cpu, bool *idle)
 			all_busy = false;
 			continue;
 		}
-		if (c->shielded || !bpf_cpumask_test_cpu(i, p->cpus_ptr))
+		if (c->shielded || (!anywhere && !bpf_cpumask_test_cpu(i, p->cpus_ptr)))
 			continue;
 		if (i == self)
 			self_ok = true;
-		if (now - c->started_at >= longest) {
-			longest = now - c->started_at;
+		else if (victim < 0 || c->started_at < first) {
+			first = c->started_at;
 			victim = i;
 		}
 	}
 	if (!all_busy) {
-		if (prev_cpu >= 0 && bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
+		if (prev_cpu >= 0 && (anywhere || bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) &&
 		    scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
 			*idle = true;
 			return prev_cpu;
@@ -282,19 +286,66 @@ s32 hl_select_cpu(u64 *ctx)
 	return cpu;
 }
 
+/* The task's class cache entry, which also records the class it ran as. */
+static __always_inline struct hl_task_class *task_class(struct task_struct *p)
+{
+	return bpf_task_storage_get(&hl_task_classes, p, NULL, 0);
+}
+
+/*
+ * A fair task that was just preempted (by a lane task or a kthread now in
+ * this CPU's local queue) goes back to the end of that queue with the rest
+ * of its slice: it keeps its turn, and resuming it costs no shared queue,
+ * no dispatch and no migration. The kernel zeroed its slice to preempt it,
+ * so "preempted" reads as: it is the task this CPU ran, as a fair task, it
+ * is put back rather than woken or requeued, something waits locally, and
+ * it had not used up its slice. The rest is counted from the slice this
+ * run started with, so a task preempted again and again still runs one
+ * slice in all. This is on the lane's wake-up path (the kernel puts the
+ * preempted task back before the lane task runs), so it is tried before
+ * any classification: the class the task ran as is the one that counts.
+ */
+static __always_inline bool resume_preempted(struct task_struct *p, u64 enq_flags, struct hl_stats *st)
+{
+	struct hl_cpu *on;
+	s32 self;
+	u64 used;
+
+	if (enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ))
+		return false;
+	self = bpf_get_smp_processor_id();
+	on = cpu_get(self);
+	if (!on || on->curr_pid != p->pid || on->lane)
+		return false;
+	used = bpf_ktime_get_ns() - on->started_at;
+	/* It ran here, so it is on this runqueue; its cpumask may have
+	 * changed meanwhile (tested only when it is not every CPU). */
+	if (used + HL_MIN_RESUME >= on->run_slice ||
+	    (p->nr_cpus_allowed < nr_cpus && !bpf_cpumask_test_cpu(self, p->cpus_ptr)) ||
+	    scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) <= 0)
+		return false;
+	hl_dsq_insert(p, HL_DSQ_LOCAL, on->run_slice - used, enq_flags);
+	on->resumed_pid = p->pid;
+	if (st) {
+		st->enqueued[on->class_id < HL_MAX_CLASSES ? on->class_id : 0]++;
+		st->fair_resumed++;
+	}
+	return true;
+}
+
 SEC("struct_ops/hl_enqueue")
 int hl_enqueue(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
 	u64 enq_flags = ctx[1];
-	struct hl_task_class *tc;
-	u32 cls = hl_classify(p, &tc);
-	const volatile struct hl_class *c = class_get(cls);
 	struct hl_stats *st = stats_get();
+	const volatile struct hl_class *c;
+	struct hl_task_class *tc;
 	struct hl_cpu *on;
 	bool idle = false;
-	u64 vtime, n, used;
-	s32 target, self;
+	u64 vtime, n;
+	s32 target;
+	u32 cls;
 
 	/* The test knob is a load-time constant: off, no shared counter. */
 	if (debug_error_after) {
@@ -302,6 +353,10 @@ int hl_enqueue(u64 *ctx)
 		if (n == debug_error_after)
 			hl_error("debug: error injected after %llu enqueues", n);
 	}
+	if (resume_preempted(p, enq_flags, st))
+		return 0;
+	cls = hl_classify(p, &tc);
+	c = class_get(cls);
 	if (st && cls < HL_MAX_CLASSES)
 		st->enqueued[cls]++;
 
@@ -363,33 +418,6 @@ int hl_enqueue(u64 *ctx)
 	}
 
 	/*
-	 * A fair task that was just preempted (by a lane task or a kthread
-	 * now in this CPU's local queue) goes back to the end of that queue
-	 * with the rest of its slice: it keeps its turn, and resuming it
-	 * costs no shared queue, no dispatch and no migration. The kernel
-	 * zeroed its slice to preempt it, so "preempted" reads as: it is the
-	 * task this CPU ran, it is put back rather than woken or requeued,
-	 * something waits locally, and it had not used up its slice. The
-	 * rest is counted from the slice this run started with, so a task
-	 * preempted again and again still runs one slice in all.
-	 */
-	if (!(enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ))) {
-		self = bpf_get_smp_processor_id();
-		on = cpu_get(self);
-		if (on && on->curr_pid == p->pid && scx_bpf_task_cpu(p) == self &&
-		    bpf_cpumask_test_cpu(self, p->cpus_ptr) && scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) > 0) {
-			used = bpf_ktime_get_ns() - on->started_at;
-			if (used + HL_MIN_RESUME < on->run_slice) {
-				hl_dsq_insert(p, HL_DSQ_LOCAL, on->run_slice - used, enq_flags);
-				on->resumed_pid = p->pid;
-				if (st)
-					st->fair_resumed++;
-				return 0;
-			}
-		}
-	}
-
-	/*
 	 * Credit for time spent sleeping is capped at one slice, and debt at
 	 * HL_MAX_DEBT slices: a very low weight (nice 19 is 1/100 of nice 0)
 	 * would otherwise put a task so far behind in vtime that, while guard
@@ -409,12 +437,6 @@ int hl_enqueue(u64 *ctx)
 	if (target >= 0)
 		scx_bpf_kick_cpu(target, HL_KICK_IDLE);
 	return 0;
-}
-
-/* The task's class cache entry, which also records the class it ran as. */
-static __always_inline struct hl_task_class *task_class(struct task_struct *p)
-{
-	return bpf_task_storage_get(&hl_task_classes, p, NULL, 0);
 }
 
 /* Make a CPU other than this one, running neither the lane nor a guard
@@ -614,7 +636,6 @@ int hl_tick(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
-	struct hl_task_class *tc;
 	struct hl_stats *st;
 
 	if (!cpu)
@@ -633,10 +654,7 @@ int hl_tick(u64 *ctx)
 	if ((scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 || scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) > 0) &&
 	    bpf_ktime_get_ns() - cpu->fair_at >= starvation_ns)
 		return 0;
-	tc = task_class(p);
-	if (!tc)
-		return 0;
-	p->scx.slice = class_get(tc->ran_as)->slice_ns;
+	p->scx.slice = class_get(cpu->class_id)->slice_ns;
 	st = stats_get();
 	if (st)
 		st->lane_kept++;
@@ -667,6 +685,7 @@ int hl_running(u64 *ctx)
 	cpu->busy = 1;
 	cpu->shielded = c->high_priority;
 	cpu->lane = c->high_priority;
+	cpu->class_id = cls;
 	cpu->resumed = 0;
 	if (c->high_priority)
 		return 0;
@@ -706,26 +725,30 @@ SEC("struct_ops/hl_stopping")
 int hl_stopping(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
+	bool runnable = ctx[1];
+	struct hl_task_class *tc;
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
 	const volatile struct hl_class *c;
-	struct hl_task_class *tc;
 	u64 now, used, weight;
-	u32 cls;
 
-	/*
-	 * Classify again: a task that renamed itself or changed cgroup while
-	 * running and now blocks shows its new class while it sleeps (the
-	 * cache check is a few plain loads). It is charged as the class it
-	 * ran as.
-	 */
-	cls = hl_classify(p, &tc);
 	if (!cpu)
 		return 0;
+	/*
+	 * Charged as the class it ran as, which running noted for this CPU.
+	 * A task that blocks is classified again, so one that renamed itself
+	 * or changed cgroup while running shows its new class while it
+	 * sleeps. One merely preempted is not: the lane's wake-up waits on
+	 * this stop, and the task is classified when it is next woken or
+	 * requeued.
+	 * cpu->lane stays set until the next task runs: enqueue reads it to
+	 * tell a preempted fair task.
+	 */
+	if (!runnable)
+		hl_classify(p, &tc);
 	cpu->busy = 0;
-	cpu->lane = 0;
-	c = class_get(tc ? tc->ran_as : cls);
-	if (c->high_priority)
+	if (cpu->lane)
 		return 0;
+	c = class_get(cpu->class_id);
 
 	/* This CPU ran fair work until now: a lane task preempting a long
 	 * fair run has not starved the fair queue here. */

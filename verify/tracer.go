@@ -52,6 +52,11 @@ type TracerConfig struct {
 	// Hook forces HookTpBTF or HookRawTP; empty picks tp_btf and falls
 	// back to raw_tp when it cannot attach.
 	Hook string
+	// MeasureCost turns on the kernel's BPF run-time statistics, which
+	// Cost reports. They are global: while on, every BPF program on the
+	// machine pays two clock reads a run, a sched_ext scheduler's
+	// callbacks included. Leave it off where schedulers are compared.
+	MeasureCost bool
 }
 
 // Tracer is an attached run-queue latency tracer.
@@ -61,6 +66,8 @@ type Tracer struct {
 	ring    *ringbuf.Reader
 	stats   io.Closer
 	classes []string
+	// measureCost says run-time statistics were asked for.
+	measureCost bool
 	// Hook is the hook family in use.
 	Hook string
 	// Started is when the tracer was attached.
@@ -208,8 +215,11 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 	// Run-time statistics cost a little on every program run; they are
 	// how the report states the tracer's own overhead. Where they cannot
 	// be enabled the report says so.
-	if st, err := loader.EnableRunTimeStats(); err == nil {
-		t.stats = st
+	t.measureCost = cfg.MeasureCost
+	if cfg.MeasureCost {
+		if st, err := loader.EnableRunTimeStats(); err == nil {
+			t.stats = st
+		}
 	}
 	t.Started = time.Now()
 	return t, nil
@@ -533,6 +543,9 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 // Cost returns each program's run count and run time (BPF_ENABLE_STATS),
 // or an error saying the kernel did not provide them.
 func (t *Tracer) Cost() ([]report.ProgramCost, error) {
+	if t.stats == nil && !t.measureCost {
+		return nil, errors.New("BPF run-time statistics not asked for (TracerConfig.MeasureCost)")
+	}
 	if t.stats == nil {
 		return nil, errors.New("BPF run-time statistics unavailable (BPF_ENABLE_STATS failed)")
 	}

@@ -93,6 +93,7 @@ Flags:
 		Tracer: verify.TracerConfig{
 			Table: table, FilterTGID: uint32(*pid), FilterComm: *comm,
 			PerTask: *top > 0, Hook: *hook, RingBufferBytes: *ringBuf,
+			MeasureCost: true,
 		},
 		Bounds:   bounds,
 		Duration: *duration,
