@@ -39,6 +39,7 @@ const (
 	RunqlatVarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	RunqlatVarHlNrClasses               = "hl_nr_classes"
 	RunqlatVarHlNrRules                 = "hl_nr_rules"
+	RunqlatVarHlRuleKinds               = "hl_rule_kinds"
 	RunqlatVarHlRules                   = "hl_rules"
 	RunqlatVarPerTask                   = "per_task"
 	RunqlatVarThresholdNs               = "threshold_ns"
@@ -121,6 +122,7 @@ type RunqlatVariableSpecs struct {
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
+	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
 	PerTask                   *ebpf.VariableSpec `ebpf:"per_task"`
 	ThresholdNs               *ebpf.VariableSpec `ebpf:"threshold_ns"`
@@ -183,6 +185,7 @@ type RunqlatVariables struct {
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
+	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
 	PerTask                   *ebpf.Variable `ebpf:"per_task"`
 	ThresholdNs               *ebpf.Variable `ebpf:"threshold_ns"`

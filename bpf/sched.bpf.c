@@ -87,7 +87,8 @@ u64 vtime_now;
 u64 nr_enqueues;
 
 /* Who runs on each CPU, for choosing a preemption victim and for the
- * starvation guard. Each CPU writes only its own entry. */
+ * starvation guard. Each CPU writes only its own entry, but for the note
+ * a lane wake-up leaves for the CPU it woke the task on. */
 struct hl_cpu {
 	u64 started_at;	/* when the running task started */
 	u64 fair_at;	/* when this CPU last served the fair queue, or found it empty */
@@ -99,6 +100,8 @@ struct hl_cpu {
 	s32 curr_pid;	/* the task running (or last run) here */
 	u32 lane;	/* that task runs (or last ran) as a lane task, not a guard turn */
 	u32 class_id;	/* and as this class */
+	s32 next_lane_pid;	/* a lane task woken into this CPU's local queue, */
+	u32 next_lane_class;	/* and its class: running need not look it up */
 	s32 resumed_pid;	/* a preempted fair task put back in the local queue */
 	u32 resumed;	/* the running task is that one: not a fair-queue turn */
 };
@@ -157,6 +160,23 @@ static __always_inline struct hl_cpu *cpu_get(s32 cpu)
 	u32 key = cpu;
 
 	return bpf_map_lookup_elem(&cpus, &key);
+}
+
+/*
+ * A lane task was just inserted into cpu's local queue: tell that CPU its
+ * class, so that running, on the lane's wake-up path, finds it in the
+ * per-CPU entry it touches anyway instead of in task storage. Another
+ * wake-up may overwrite the note before the task runs; running then looks
+ * the class up as usual.
+ */
+static __always_inline void note_lane_wakeup(s32 cpu, struct task_struct *p, u32 cls)
+{
+	struct hl_cpu *c = cpu_get(cpu);
+
+	if (c) {
+		c->next_lane_class = cls;
+		c->next_lane_pid = p->pid;
+	}
 }
 
 static __always_inline const volatile struct hl_class *class_get(u32 id)
@@ -264,6 +284,7 @@ s32 hl_select_cpu(u64 *ctx)
 		cpu = lane_target(p, prev_cpu, &is_idle);
 		if (cpu >= 0) {
 			hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, is_idle ? 0 : HL_ENQ_PREEMPT);
+			note_lane_wakeup(cpu, p, cls);
 			if (st) {
 				if (is_idle)
 					st->direct_idle[cls < HL_MAX_CLASSES ? cls : 0]++;
@@ -399,6 +420,7 @@ int hl_enqueue(u64 *ctx)
 			if (target >= 0) {
 				hl_dsq_insert(p, HL_DSQ_LOCAL_ON | target, c->slice_ns,
 					      enq_flags | (idle ? 0 : HL_ENQ_PREEMPT));
+				note_lane_wakeup(target, p, cls);
 				if (idle)
 					scx_bpf_kick_cpu(target, HL_KICK_IDLE);
 				if (st) {
@@ -665,21 +687,29 @@ SEC("struct_ops/hl_running")
 int hl_running(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
-	struct hl_task_class *tc = task_class(p);
-	/* Classified a moment ago, when it woke or was queued. */
-	u32 cls = tc && tc->valid ? tc->class_id : hl_classify(p, &tc);
-	const volatile struct hl_class *c = class_get(cls);
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
-	struct hl_stats *st = stats_get();
-	u64 now = bpf_ktime_get_ns();
-	u64 turn;
+	const volatile struct hl_class *c;
+	struct hl_task_class *tc;
+	struct hl_stats *st;
+	u64 now, turn;
+	u32 cls;
 
-	if (tc)
-		tc->ran_as = cls;
-	if (st && cls < HL_MAX_CLASSES)
-		st->dispatched[cls]++;
 	if (!cpu)
 		return 0;
+	/* Classified a moment ago, when it woke or was queued; a lane
+	 * wake-up left its class in this CPU's entry. */
+	if (cpu->next_lane_pid == p->pid) {
+		cls = cpu->next_lane_class;
+		cpu->next_lane_pid = 0;
+	} else {
+		tc = task_class(p);
+		cls = tc && tc->valid ? tc->class_id : hl_classify(p, &tc);
+	}
+	c = class_get(cls);
+	st = stats_get();
+	if (st && cls < HL_MAX_CLASSES)
+		st->dispatched[cls]++;
+	now = bpf_ktime_get_ns();
 	cpu->started_at = now;
 	cpu->curr_pid = p->pid;
 	cpu->busy = 1;
@@ -807,6 +837,7 @@ static __always_inline void cpu_reset(s32 cpu)
 		c->lane = 0;
 		c->resumed = 0;
 		c->resumed_pid = 0;
+		c->next_lane_pid = 0;
 		c->shielded = 0;
 		c->guard_turn = 0;
 		c->guard_until = 0;

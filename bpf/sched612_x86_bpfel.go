@@ -39,6 +39,7 @@ const (
 	Sched612VarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	Sched612VarHlNrClasses               = "hl_nr_classes"
 	Sched612VarHlNrRules                 = "hl_nr_rules"
+	Sched612VarHlRuleKinds               = "hl_rule_kinds"
 	Sched612VarHlRules                   = "hl_rules"
 	Sched612VarNrCpus                    = "nr_cpus"
 	Sched612VarNrEnqueues                = "nr_enqueues"
@@ -123,6 +124,7 @@ type Sched612VariableSpecs struct {
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
+	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
@@ -177,6 +179,7 @@ type Sched612Variables struct {
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
+	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`

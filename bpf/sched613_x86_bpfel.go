@@ -39,6 +39,7 @@ const (
 	Sched613VarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	Sched613VarHlNrClasses               = "hl_nr_classes"
 	Sched613VarHlNrRules                 = "hl_nr_rules"
+	Sched613VarHlRuleKinds               = "hl_rule_kinds"
 	Sched613VarHlRules                   = "hl_rules"
 	Sched613VarNrCpus                    = "nr_cpus"
 	Sched613VarNrEnqueues                = "nr_enqueues"
@@ -123,6 +124,7 @@ type Sched613VariableSpecs struct {
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
+	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
@@ -177,6 +179,7 @@ type Sched613Variables struct {
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
+	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`

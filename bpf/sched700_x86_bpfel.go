@@ -39,6 +39,7 @@ const (
 	Sched700VarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	Sched700VarHlNrClasses               = "hl_nr_classes"
 	Sched700VarHlNrRules                 = "hl_nr_rules"
+	Sched700VarHlRuleKinds               = "hl_rule_kinds"
 	Sched700VarHlRules                   = "hl_rules"
 	Sched700VarNrCpus                    = "nr_cpus"
 	Sched700VarNrEnqueues                = "nr_enqueues"
@@ -123,6 +124,7 @@ type Sched700VariableSpecs struct {
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
+	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
@@ -177,6 +179,7 @@ type Sched700Variables struct {
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
+	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`

@@ -99,6 +99,18 @@ func (t *Table) ClassesArray() [MaxClasses]ClassConfig {
 // NrRules is the value for the BPF global hl_nr_rules.
 func (t *Table) NrRules() uint32 { return uint32(len(t.Rules)) }
 
+// RuleKinds is the value for the BPF global hl_rule_kinds: every match
+// kind some rule uses. The classifier reads only the parts of a task's
+// identity these need (a group leader's comm, a cgroup's id are pointer
+// chases on every wake-up).
+func (t *Table) RuleKinds() uint32 {
+	var k MatchKind
+	for _, r := range t.Rules {
+		k |= r.Kinds
+	}
+	return uint32(k)
+}
+
 // NrClasses is the value for the BPF global hl_nr_classes.
 func (t *Table) NrClasses() uint32 { return uint32(len(t.Classes)) }
 

@@ -97,6 +97,28 @@ func TestCompileAllKinds(t *testing.T) {
 	}
 }
 
+// The classifier reads only what some rule looks at: RuleKinds is the
+// union of every rule's kinds, whichever class the rule belongs to.
+func TestRuleKinds(t *testing.T) {
+	p := Default("infer")
+	p.Classes = append(p.Classes[:1], Class{Name: "batch", Slice: DefaultSlice, Weight: DefaultWeight,
+		Match: []Matcher{{ProcessCommPrefix: "make"}, {TGID: 7}}}, p.Classes[1])
+	tab, err := p.Compile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := MatchKind(tab.RuleKinds()), MatchCommPrefix|MatchPcommPrefix|MatchTGID; got != want {
+		t.Errorf("RuleKinds = %v; want %v", got, want)
+	}
+	only, err := Default("infer").Compile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := MatchKind(only.RuleKinds()); got != MatchCommPrefix {
+		t.Errorf("default policy: RuleKinds = %v; want comm_prefix alone (no leader comm, no cgroup read)", got)
+	}
+}
+
 func inode(t *testing.T, path string) uint64 {
 	t.Helper()
 	fi, err := os.Stat(path)

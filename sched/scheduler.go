@@ -211,6 +211,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
 	vars := map[string]any{
 		"hl_rules":          cfg.Table.RulesArray(),
 		"hl_nr_rules":       cfg.Table.NrRules(),
+		"hl_rule_kinds":     cfg.Table.RuleKinds(),
 		"hl_classes":        cfg.Table.ClassesArray(),
 		"hl_nr_classes":     cfg.Table.NrClasses(),
 		"starvation_ns":     uint64(cfg.Starvation.Nanoseconds()),

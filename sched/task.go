@@ -16,7 +16,7 @@ type taskClassRecord struct {
 	Policy   uint32
 	ClassID  uint32
 	Valid    uint32
-	RanAs    uint32 // the class the scheduler last ran it as
+	_        uint32
 	QueuedAt uint64 // when it last entered the fair queue (ns, CLOCK_MONOTONIC)
 }
 

@@ -162,6 +162,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 	vars := map[string]any{
 		"hl_rules":        cfg.Table.RulesArray(),
 		"hl_nr_rules":     cfg.Table.NrRules(),
+		"hl_rule_kinds":   cfg.Table.RuleKinds(),
 		"hl_nr_classes":   cfg.Table.NrClasses(),
 		"threshold_ns":    thresholds,
 		"filter_tgid":     cfg.FilterTGID,

@@ -54,6 +54,12 @@ struct hl_rule {
 /* Set by the loader before load; const so the verifier sees the bounds. */
 const volatile __u32 hl_nr_rules;
 const volatile __u32 hl_nr_classes = 1;
+/* Every match kind some rule uses, written by the loader: identity fields
+ * no rule looks at are not read (the group leader's comm and the cgroup id
+ * are pointer chases on every event). All ones, the default, reads all. */
+const volatile __u32 hl_rule_kinds = 0xffffffff;
+#define HL_NEEDS_PCOMM (hl_rule_kinds & (HL_MATCH_PCOMM_PREFIX | HL_MATCH_PCOMM_EXACT))
+#define HL_NEEDS_CGROUP (hl_rule_kinds & HL_MATCH_CGROUP)
 const volatile struct hl_rule hl_rules[HL_MAX_RULES];
 
 /* What a cached class was computed from. */
@@ -64,10 +70,7 @@ struct hl_task_class {
 	__u32 policy;
 	__u32 class_id;
 	__u32 valid;
-	/* The class the scheduler ran the task as (set at ops.running), so
-	 * stopping charges the same class even if the task renamed itself
-	 * meanwhile; the next wake-up reclassifies it. */
-	__u32 ran_as;
+	__u32 _pad;
 	/* When the scheduler last put the task in its fair queue. */
 	__u64 queued_at;
 };
@@ -100,8 +103,8 @@ struct hl_task_identity {
 
 static __always_inline void hl_read_identity(struct task_struct *p, struct hl_task_identity *id)
 {
-	struct task_struct *leader = CORE_READ(p, group_leader);
-	struct css_set *cset = CORE_READ(p, cgroups);
+	struct task_struct *leader = HL_NEEDS_PCOMM ? CORE_READ(p, group_leader) : NULL;
+	struct css_set *cset = HL_NEEDS_CGROUP ? CORE_READ(p, cgroups) : NULL;
 	struct cgroup *cgrp = NULL;
 	struct kernfs_node *kn = NULL;
 
@@ -229,8 +232,8 @@ static __always_inline __u32 hl_classify_cached(struct task_struct *p, const str
  */
 static __always_inline void hl_read_identity_trusted(struct task_struct *p, struct hl_task_identity *id)
 {
-	struct task_struct *leader = p->group_leader;
-	struct css_set *cset = p->cgroups;
+	struct task_struct *leader = HL_NEEDS_PCOMM ? p->group_leader : NULL;
+	struct css_set *cset = HL_NEEDS_CGROUP ? p->cgroups : NULL;
 	struct cgroup *cgrp = cset ? cset->dfl_cgrp : NULL;
 	struct kernfs_node *kn = cgrp ? cgrp->kn : NULL;
 	__u64 *comm = (__u64 *)p->comm;
