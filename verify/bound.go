@@ -82,6 +82,17 @@ func ParseBounds(spec, defaultClass string) ([]Bound, error) {
 	return bounds, nil
 }
 
+// HasClasslessPart reports whether spec has a part without "CLASS:",
+// which ParseBounds gives to its default class.
+func HasClasslessPart(spec string) bool {
+	for _, part := range strings.Split(spec, ";") {
+		if strings.TrimSpace(part) != "" && !strings.Contains(part, ":") {
+			return true
+		}
+	}
+	return false
+}
+
 // parseBound parses one class's part of a spec.
 func parseBound(part, defaultClass string) (Bound, error) {
 	b := Bound{Class: defaultClass}

@@ -295,3 +295,17 @@ func TestVerdictString(t *testing.T) {
 		t.Errorf("Verdict.String() =\n %q\nwant\n %q", got, want)
 	}
 }
+
+func TestHasClasslessPart(t *testing.T) {
+	for spec, want := range map[string]bool{
+		"p99<=1ms":                          true,
+		"inference:p99<=1ms":                false,
+		"inference:p99<=1ms;max<=5ms":       true,
+		"inference:p99<=1ms;normal:p50<=1s": false,
+		" ; inference:max<=1ms":             false,
+	} {
+		if got := HasClasslessPart(spec); got != want {
+			t.Errorf("HasClasslessPart(%q) = %v, want %v", spec, got, want)
+		}
+	}
+}

@@ -38,6 +38,10 @@ type Result struct {
 	Violations uint64               `json:"violations_streamed"`
 	Cost       []report.ProgramCost `json:"cost,omitempty"`
 	CostError  string               `json:"cost_error,omitempty"`
+	// Unmeasured are the classes a bound names that no sample reached:
+	// the bound was checked against nothing, which is a mistake in the
+	// policy or the filters, not a latency that failed.
+	Unmeasured []string `json:"unmeasured_classes,omitempty"`
 }
 
 // Thresholds turns bounds into per-class streaming thresholds: the
@@ -125,7 +129,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		res.Cost = cost
 	}
 	for _, b := range opts.Bounds {
-		cv := ClassVerdicts{Class: b.Class, Verdicts: b.Check(snap.class(b.Class))}
+		h := snap.class(b.Class)
+		if h.Count() == 0 {
+			res.Unmeasured = append(res.Unmeasured, b.Class)
+		}
+		cv := ClassVerdicts{Class: b.Class, Verdicts: b.Check(h)}
 		for _, v := range cv.Verdicts {
 			res.Pass = res.Pass && v.Pass
 		}

@@ -366,3 +366,30 @@ func TestCheckPolicyAcceptsTheExamples(t *testing.T) {
 		t.Errorf("--check-policy: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// A bound nothing was measured against is a mistake in the policy or the
+// filters, not a latency that failed: exit 2 with what to check. A bound
+// without CLASS: says which class it checks.
+func TestVerifyWithoutSamplesIsAnError(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer: needs root")
+	}
+	bin := hotlaneBinary(t)
+	stdout, stderr, code := runCLI(t, bin, "verify", "--comm", "no-such-thread", "--bound", "p99<=1ms", "--duration", "1s", "--top", "0")
+	if code != exitError {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitError, stdout, stderr)
+	}
+	for _, want := range []string{
+		"the bound's clauses without CLASS: check class inference",
+		"no task of class inference waited for a CPU in 1s",
+		"--inference-comm",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	// The report is still written: it shows what was (not) seen.
+	if !strings.Contains(stdout, "no samples") {
+		t.Errorf("the report does not say there were no samples:\n%s", stdout)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hotlane/hotlane/policy"
@@ -41,7 +42,8 @@ The verdict is conservative: a percentile passes only if the upper edge of
 its histogram bucket is within the bound. Each wait above the bound is
 printed as it happens, with the task that was running on that CPU.
 
-Exit status: 0 bound held (or none given), 1 bound failed, 2 error.
+Exit status: 0 bound held (or none given), 1 bound failed, 2 error (a bound
+whose class had no samples is one: it was checked against nothing).
 
 Examples:
   hotlane verify --bound 'inference:p99<=200us,max<=5ms' --duration 30s
@@ -82,6 +84,9 @@ Flags:
 		if bounds, err = verify.ParseBounds(*bound, table.Names[0]); err != nil {
 			return fail(err)
 		}
+		if !*quiet && verify.HasClasslessPart(*bound) {
+			fmt.Fprintf(os.Stderr, "hotlane verify: the bound's clauses without CLASS: check class %s (the policy's first)\n", table.Names[0])
+		}
 	}
 	if *pid > 0 {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", *pid)); err != nil {
@@ -121,6 +126,11 @@ Flags:
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
 		return fail(err)
+	}
+	if len(res.Unmeasured) > 0 {
+		return fail(fmt.Errorf("no task of class %s waited for a CPU in %s, so the bound was checked against nothing: "+
+			"check which tasks the policy puts in it (--policy, --inference-comm) and the filters (--pid, --comm)",
+			strings.Join(res.Unmeasured, ", "), *duration))
 	}
 	if !res.Pass {
 		return exitFail
