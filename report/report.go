@@ -109,34 +109,54 @@ func (t *Table) WriteText(w io.Writer) error {
 type Loss struct {
 	What  string `json:"what"`
 	Count uint64 `json:"count"`
+	// Partial marks data left out of one optional view (a full per-task
+	// table) while every other figure is complete: reported, but not as
+	// events lost.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Losses lists every kind of loss a tool can have, including those that
 // did not happen: a report that says "0 lost" has checked.
 type Losses []Loss
 
-// Total is the number of events lost.
+// Total is the number of events lost (Partial losses not counted).
 func (l Losses) Total() uint64 {
 	var n uint64
 	for _, x := range l {
-		n += x.Count
+		if !x.Partial {
+			n += x.Count
+		}
 	}
 	return n
 }
 
 // WriteText writes one line: "lost events: none (ring buffer full 0, …)"
-// or the counts, loudly.
+// or the counts, loudly; then, only when something was left out, a line
+// per Partial loss, quietly, since every other figure is complete.
 func (l Losses) WriteText(w io.Writer) error {
-	parts := make([]string, len(l))
-	for i, x := range l {
-		parts[i] = fmt.Sprintf("%s %d", x.What, x.Count)
+	var parts, partial []string
+	for _, x := range l {
+		if x.Partial {
+			if x.Count > 0 {
+				partial = append(partial, fmt.Sprintf("%s: %d", x.What, x.Count))
+			}
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", x.What, x.Count))
 	}
 	verdict := "none"
 	if l.Total() > 0 {
 		verdict = fmt.Sprintf("%d EVENTS LOST", l.Total())
 	}
-	_, err := fmt.Fprintf(w, "lost events: %s (%s)\n", verdict, strings.Join(parts, ", "))
-	return err
+	if _, err := fmt.Fprintf(w, "lost events: %s (%s)\n", verdict, strings.Join(parts, ", ")); err != nil {
+		return err
+	}
+	for _, p := range partial {
+		if _, err := fmt.Fprintf(w, "left out: %s\n", p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Writer writes a text report and keeps the first error, so rendering

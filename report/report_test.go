@@ -46,14 +46,34 @@ func TestDurationFormat(t *testing.T) {
 
 func TestLossesSayNoneOrShout(t *testing.T) {
 	var b strings.Builder
-	report.Losses{{"ring buffer full", 0}, {"map full", 0}}.WriteText(&b)
+	report.Losses{{What: "ring buffer full"}, {What: "map full"}}.WriteText(&b)
 	if got := b.String(); got != "lost events: none (ring buffer full 0, map full 0)\n" {
 		t.Errorf("no losses: %q", got)
 	}
 	b.Reset()
-	report.Losses{{"ring buffer full", 3}, {"map full", 4}}.WriteText(&b)
+	report.Losses{{What: "ring buffer full", Count: 3}, {What: "map full", Count: 4}}.WriteText(&b)
 	if !strings.Contains(b.String(), "7 EVENTS LOST") {
 		t.Errorf("losses: %q", b.String())
+	}
+}
+
+// Data left out of one optional view is said, once, without shouting, and
+// is not counted as events lost.
+func TestPartialLossesAreNotEventsLost(t *testing.T) {
+	l := report.Losses{{What: "ring buffer full"}, {What: "samples not in the per-task table", Count: 5, Partial: true}}
+	if l.Total() != 0 {
+		t.Errorf("Total = %d, want 0: a partial view loses no events", l.Total())
+	}
+	var b strings.Builder
+	l.WriteText(&b)
+	want := "lost events: none (ring buffer full 0)\nleft out: samples not in the per-task table: 5\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	report.Losses{{What: "ring buffer full"}, {What: "per-task", Partial: true}}.WriteText(&b)
+	if strings.Contains(b.String(), "left out") {
+		t.Errorf("a partial loss of 0 is printed: %q", b.String())
 	}
 }
 

@@ -156,7 +156,7 @@ func (c Counters) losses() report.Losses {
 	return report.Losses{
 		{What: "start stamp not stored", Count: c.StampFailures},
 		{What: "violation ring buffer full", Count: c.RingbufDrops},
-		{What: "per-task samples dropped (task table full; class and CPU figures are complete)", Count: c.TaskTableFull},
+		{What: "samples not in the per-task table, which was full (class and CPU figures are complete; raise --max-tasks)", Count: c.TaskTableFull, Partial: true},
 		{What: "waits not measured (the kernel did not report a switch that began or ended them)", Count: c.UnmeasuredWaits},
 		{What: "waits whose start was not seen", Count: c.UnstampedWaits},
 	}
@@ -171,6 +171,9 @@ type TextOptions struct {
 	TopTasks   int  // tasks listed, by p99; 0 lists none
 	Histograms bool // draw each class's histogram
 	PerCPU     bool
+	// HideTGID leaves this process's threads (the tracer's own, usually)
+	// out of the top-tasks list; they stay in every other figure.
+	HideTGID uint32
 }
 
 // WriteText writes the report for people.
@@ -206,10 +209,16 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 			return err
 		}
 	}
-	if o.TopTasks > 0 && len(s.Tasks) > 0 {
-		fmt.Fprintf(w, "\ntop %d tasks by p99:\n", min(o.TopTasks, len(s.Tasks)))
+	var top []TaskLatency
+	for _, tk := range s.Tasks {
+		if len(top) < o.TopTasks && (o.HideTGID == 0 || tk.TGID != o.HideTGID) {
+			top = append(top, tk)
+		}
+	}
+	if len(top) > 0 {
+		fmt.Fprintf(w, "\ntop %d tasks by p99:\n", len(top))
 		t := report.Table{Header: append([]string{"pid", "comm", "class"}, report.LatencyColumns()...)}
-		for _, tk := range s.Tasks[:min(o.TopTasks, len(s.Tasks))] {
+		for _, tk := range top {
 			t.Add(append([]string{fmt.Sprint(tk.PID), tk.Comm, tk.Class}, report.Summarize(tk.Hist).Cells()...)...)
 		}
 		if err := t.WriteText(w); err != nil {

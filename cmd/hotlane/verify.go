@@ -25,6 +25,7 @@ func runVerify(ctx context.Context, args []string) int {
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (tgid)")
 	comm := fs.String("comm", "", "trace only threads whose comm starts with this")
 	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many tasks with the highest p99 (0: none)")
+	maxTasks := intFlag(fs, "max-tasks", 1024, 1, 65536, "with --top: keep a histogram for at most this many tasks (about 8 KiB each); samples of later tasks are left out of the per-task table only")
 	perCPU := fs.Bool("per-cpu", false, "also report per CPU")
 	noHist := fs.Bool("no-histograms", false, "do not draw the per-class histograms")
 	hook := fs.String("hook", "", "force the hook family: tp_btf or raw_tp (default: tp_btf, raw_tp if it cannot attach)")
@@ -97,7 +98,7 @@ Flags:
 	opts := verify.Options{
 		Tracer: verify.TracerConfig{
 			Table: table, FilterTGID: uint32(*pid), FilterComm: *comm,
-			PerTask: *top > 0, Hook: *hook, RingBufferBytes: *ringBuf,
+			PerTask: *top > 0, MaxTasks: *maxTasks, Hook: *hook, RingBufferBytes: *ringBuf,
 			MeasureCost: true,
 		},
 		Bounds:   bounds,
@@ -121,7 +122,7 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	if err := res.WriteText(os.Stdout, verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU}); err != nil {
+	if err := res.WriteText(os.Stdout, verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU, HideTGID: uint32(os.Getpid())}); err != nil {
 		return fail(err)
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
