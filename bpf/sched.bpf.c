@@ -282,15 +282,24 @@ s32 hl_select_cpu(u64 *ctx)
 	 */
 	if (c->high_priority && c->preempt && !p->migration_disabled) {
 		cpu = lane_target(p, prev_cpu, &is_idle);
+		if (cpu >= 0 && is_idle) {
+			/*
+			 * Into the high queue, not the idle CPU's local one: an
+			 * RT task that takes that CPU before it leaves idle
+			 * calls no cpu_release (only a CPU running one of ours
+			 * does), and the lane task would wait out its burst.
+			 * The wake-up's IPI still wakes that CPU to take it.
+			 */
+			hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, 0);
+			if (st)
+				st->direct_idle[cls < HL_MAX_CLASSES ? cls : 0]++;
+			return cpu;
+		}
 		if (cpu >= 0) {
-			hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, is_idle ? 0 : HL_ENQ_PREEMPT);
+			hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, HL_ENQ_PREEMPT);
 			note_lane_wakeup(cpu, p, cls);
-			if (st) {
-				if (is_idle)
-					st->direct_idle[cls < HL_MAX_CLASSES ? cls : 0]++;
-				else
-					st->preempt_kicks++;
-			}
+			if (st)
+				st->preempt_kicks++;
 			return cpu;
 		}
 		return prev_cpu;
@@ -417,18 +426,20 @@ int hl_enqueue(u64 *ctx)
 				scx_bpf_kick_cpu(target, idle ? HL_KICK_IDLE : HL_KICK_PREEMPT);
 				return 0;
 			}
+			/* An idle target is kicked to take the task from the
+			 * high queue, for the reason select_cpu gives. */
+			if (target >= 0 && idle) {
+				hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
+				scx_bpf_kick_cpu(target, HL_KICK_IDLE);
+				if (st)
+					st->idle_kicks++;
+				return 0;
+			}
 			if (target >= 0) {
-				hl_dsq_insert(p, HL_DSQ_LOCAL_ON | target, c->slice_ns,
-					      enq_flags | (idle ? 0 : HL_ENQ_PREEMPT));
+				hl_dsq_insert(p, HL_DSQ_LOCAL_ON | target, c->slice_ns, enq_flags | HL_ENQ_PREEMPT);
 				note_lane_wakeup(target, p, cls);
-				if (idle)
-					scx_bpf_kick_cpu(target, HL_KICK_IDLE);
-				if (st) {
-					if (idle)
-						st->idle_kicks++;
-					else
-						st->preempt_kicks++;
-				}
+				if (st)
+					st->preempt_kicks++;
 				return 0;
 			}
 		}
