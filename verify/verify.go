@@ -22,6 +22,11 @@ type Options struct {
 	ProgressInterval time.Duration
 	// OnViolation is called for each streamed violation.
 	OnViolation func(Violation)
+	// Violations, if set, receives each streamed violation as a line,
+	// at most ViolationLinesPerSecond a second (0: the default), with a
+	// line for what each second left out.
+	Violations              io.Writer
+	ViolationLinesPerSecond int
 }
 
 // ClassVerdicts are the verdicts of one class's bound.
@@ -32,12 +37,14 @@ type ClassVerdicts struct {
 
 // Result is what a verification run found.
 type Result struct {
-	Snapshot   *Snapshot            `json:"snapshot"`
-	Bounds     []ClassVerdicts      `json:"bounds"`
-	Pass       bool                 `json:"pass"`
-	Violations uint64               `json:"violations_streamed"`
-	Cost       []report.ProgramCost `json:"cost,omitempty"`
-	CostError  string               `json:"cost_error,omitempty"`
+	Snapshot   *Snapshot       `json:"snapshot"`
+	Bounds     []ClassVerdicts `json:"bounds"`
+	Pass       bool            `json:"pass"`
+	Violations uint64          `json:"violations_streamed"`
+	// ViolationsNotPrinted were streamed but over the line rate limit.
+	ViolationsNotPrinted uint64               `json:"violations_not_printed"`
+	Cost                 []report.ProgramCost `json:"cost,omitempty"`
+	CostError            string               `json:"cost_error,omitempty"`
 	// Unmeasured are the classes a bound names that no sample reached:
 	// the bound was checked against nothing, which is a mistake in the
 	// policy or the filters, not a latency that failed.
@@ -81,12 +88,22 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
 	defer cancel()
 	var streamed uint64
+	var printer *ViolationPrinter
+	if opts.Violations != nil {
+		printer = &ViolationPrinter{W: opts.Violations, PerSecond: opts.ViolationLinesPerSecond}
+		if printer.PerSecond <= 0 {
+			printer.PerSecond = DefaultViolationLinesPerSecond
+		}
+	}
 	done := make(chan error, 1)
 	go func() {
 		done <- t.ReadViolations(ctx, func(v Violation) {
 			streamed++
 			if opts.OnViolation != nil {
 				opts.OnViolation(v)
+			}
+			if printer != nil {
+				printer.Print(v)
 			}
 		})
 	}()
@@ -123,6 +140,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Snapshot: snap, Violations: streamed, Pass: true}
+	if printer != nil {
+		printer.Flush()
+		res.ViolationsNotPrinted = printer.NotPrinted
+	}
 	if cost, err := t.Cost(); err != nil {
 		res.CostError = err.Error()
 	} else {
@@ -241,8 +262,12 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	}
 
 	secs := s.Elapsed.Seconds()
-	fmt.Fprintf(w, "events: %d wakeups, %d switches (%.0f/s), %d samples, %d violations streamed\n",
-		s.Counters.Wakeups, s.Counters.Switches, float64(s.Counters.Wakeups+s.Counters.Switches)/secs, s.Counters.Samples, r.Violations)
+	notPrinted := ""
+	if r.ViolationsNotPrinted > 0 {
+		notPrinted = fmt.Sprintf(" (%d of them over the line limit, counted, not printed)", r.ViolationsNotPrinted)
+	}
+	fmt.Fprintf(w, "events: %d wakeups, %d switches (%.0f/s), %d samples, %d violations streamed%s\n",
+		s.Counters.Wakeups, s.Counters.Switches, float64(s.Counters.Wakeups+s.Counters.Switches)/secs, s.Counters.Samples, r.Violations, notPrinted)
 	if r.CostError != "" {
 		fmt.Fprintf(w, "tracer cost: unknown: %s\n", r.CostError)
 	} else {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -391,5 +392,52 @@ func TestVerifyWithoutSamplesIsAnError(t *testing.T) {
 	// The report is still written: it shows what was (not) seen.
 	if !strings.Contains(stdout, "no samples") {
 		t.Errorf("the report does not say there were no samples:\n%s", stdout)
+	}
+}
+
+// A bound every wait breaks floods the violation stream: verify prints at
+// most --violation-lines a second, says how many more each second had,
+// and the printed and the not-printed add up to the streamed count.
+func TestVerifyLimitsViolationLines(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer: needs root")
+	}
+	bin := hotlaneBinary(t)
+	stdout, stderr, code := runCLI(t, bin, "verify", "--bound", "normal:max<=1ns", "--duration", "3s",
+		"--violation-lines", "2", "--top", "0", "--no-histograms")
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d (every wait breaks the bound)\nstderr:\n%s", code, exitFail, stderr)
+	}
+	var printed, held int
+	for _, line := range strings.Split(stderr, "\n") {
+		var n int
+		switch {
+		case strings.Contains(line, "more in that second not printed"):
+			if _, err := fmt.Sscanf(line, "violation: %d more", &n); err != nil {
+				t.Fatalf("summary line %q: %v", line, err)
+			}
+			held += n
+		case strings.HasPrefix(line, "violation: "):
+			printed++
+		}
+	}
+	var streamed, notPrinted int
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(line, "events: ") {
+			i := strings.Index(line, "samples, ")
+			fmt.Sscanf(line[i+len("samples, "):], "%d violations streamed (%d of them", &streamed, &notPrinted)
+		}
+	}
+	t.Logf("streamed %d, printed %d, summarised %d", streamed, printed, held)
+	if held == 0 || printed == 0 {
+		t.Fatalf("no flood to limit: printed %d, summarised %d\n%s", printed, held, stderr)
+	}
+	// 3 s of violations, and those of the moments before the run's clock
+	// starts, span at most 5 seconds of the violations' clock.
+	if printed > 2*5 {
+		t.Errorf("%d violation lines printed, want at most 2 a second:\n%s", printed, stderr)
+	}
+	if printed+held != streamed || held != notPrinted {
+		t.Errorf("printed %d + summarised %d != streamed %d (report: %d not printed)", printed, held, streamed, notPrinted)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hotlane/hotlane/policy"
-	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 )
 
@@ -31,6 +30,7 @@ func runVerify(ctx context.Context, args []string) int {
 	hook := fs.String("hook", "", "force the hook family: tp_btf or raw_tp (default: tp_btf, raw_tp if it cannot attach)")
 	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the violation ring buffer (power of two; default 256 KiB)")
 	quiet := fs.Bool("q", false, "no progress lines and no per-violation lines")
+	violationLines := intFlag(fs, "violation-lines", verify.DefaultViolationLinesPerSecond, 1, 1<<20, "print at most this many violations a second, then how many more there were per class")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane verify [flags]
 
@@ -107,10 +107,8 @@ Flags:
 	if !*quiet {
 		opts.Progress = os.Stderr
 		opts.ProgressInterval = max(*duration/10, time.Second)
-		opts.OnViolation = func(v verify.Violation) {
-			fmt.Fprintf(os.Stderr, "violation: %s %s pid %d (%s) waited %s on cpu %d while %s (pid %d) ran\n",
-				v.Class, v.Comm, v.PID, v.Comm, report.Duration(v.Latency), v.CPU, v.PrevComm, v.PrevPID)
-		}
+		opts.Violations = os.Stderr
+		opts.ViolationLinesPerSecond = *violationLines
 	}
 	// Created before tracing, so that a bad path fails first.
 	jsonOut, err := createOutput(*jsonPath)

@@ -1,0 +1,70 @@
+package verify
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hotlane/hotlane/report"
+)
+
+// DefaultViolationLinesPerSecond is how many violations a second
+// ViolationPrinter prints unless told otherwise: enough to read, few
+// enough that a flood cannot bury the summary or slow the reader.
+const DefaultViolationLinesPerSecond = 20
+
+// ViolationPrinter writes streamed violations one line each, at most
+// PerSecond in any second of the violations' own clock (their At, so a
+// backlog read late is limited as it happened), then one line saying how
+// many of that second's were not printed, per class. Flush writes the
+// last such line. The counts always add up: printed + NotPrinted is every
+// violation given to Print.
+type ViolationPrinter struct {
+	W         io.Writer
+	PerSecond int
+
+	window     time.Duration // the second being counted, At truncated
+	inWindow   int
+	held       map[string]uint64 // not printed in this window, per class
+	Printed    uint64
+	NotPrinted uint64
+}
+
+// Print writes v, or counts it if its second already has PerSecond lines.
+func (p *ViolationPrinter) Print(v Violation) {
+	if w := v.At.Truncate(time.Second); w != p.window {
+		p.Flush()
+		p.window, p.inWindow = w, 0
+	}
+	if p.PerSecond > 0 && p.inWindow >= p.PerSecond {
+		if p.held == nil {
+			p.held = map[string]uint64{}
+		}
+		p.held[v.Class]++
+		p.NotPrinted++
+		return
+	}
+	p.inWindow++
+	p.Printed++
+	fmt.Fprintf(p.W, "violation: %s %s pid %d waited %s on cpu %d while %s (pid %d) ran\n",
+		v.Class, v.Comm, v.PID, report.Duration(v.Latency), v.CPU, v.PrevComm, v.PrevPID)
+}
+
+// Flush writes how many violations of the current second were not
+// printed, if any.
+func (p *ViolationPrinter) Flush() {
+	if len(p.held) == 0 {
+		return
+	}
+	var n uint64
+	var parts []string
+	for _, class := range slices.Sorted(maps.Keys(p.held)) {
+		n += p.held[class]
+		parts = append(parts, fmt.Sprintf("%s %d", class, p.held[class]))
+	}
+	fmt.Fprintf(p.W, "violation: %d more in that second not printed (over %d a second: %s)\n", n, p.PerSecond, strings.Join(parts, ", "))
+	p.held = nil
+}
