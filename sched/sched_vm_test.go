@@ -330,7 +330,14 @@ func waitClass(t *testing.T, s *sched.Scheduler, tid int, want string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("thread %d: class %q (%v), want %q", tid, got, err, want)
+			// What the thread did meanwhile tells a thread that never
+			// ran from one the classifier missed.
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", tid, tid))
+			sched, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", tid, tid))
+			st, serr := s.Stats()
+			_, exited, _ := s.Exited()
+			t.Fatalf("thread %d: class %q (%v), want %q; stat %q, schedstat %q; scheduler exited %v, uncached classifications %d (%v)",
+				tid, got, err, want, stat, sched, exited, st.ClassifyUncached, serr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

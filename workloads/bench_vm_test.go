@@ -127,9 +127,11 @@ func TestGuestCyclictestScenario(t *testing.T) {
 		}
 	}
 	// hotlane's lane must beat the kernel's default as seen by a tool
-	// nobody here wrote: at p99 (0.19-0.43x EEVDF's in quiet 2x10 s runs
-	// of this scenario on 2026-11-23). The median is logged: within 1.2x
-	// of EEVDF's, the scheduler's callbacks under TCG cost about that.
+	// nobody here wrote: at p99 (0.48-0.74x EEVDF's in five quiet 3x10 s
+	// boots of this scenario on 2026-11-23). The median is logged, not
+	// asserted: 0.95-1.22x EEVDF's in those boots, where EEVDF's own moved
+	// 300-510 us between boots; the wake-up path's callbacks cost that
+	// under TCG (with them stripped to nothing it was 0.86x).
 	h, e := lanes[workloads.HotlaneName], lanes[workloads.EEVDF]
 	t.Logf("cyclictest in the lane, hotlane vs EEVDF: p50 %s vs %s, p99 %s vs %s",
 		report.Duration(h.P50), report.Duration(e.P50), report.Duration(h.P99), report.Duration(e.P99))
