@@ -348,9 +348,10 @@ static __always_inline bool resume_preempted(struct task_struct *p, u64 enq_flag
 	if (!on || on->curr_pid != p->pid || on->lane)
 		return false;
 	used = bpf_ktime_get_ns() - on->started_at;
-	/* It ran here, so it is on this runqueue; its cpumask may have
-	 * changed meanwhile (tested only when it is not every CPU). */
-	if (used + HL_MIN_RESUME >= on->run_slice ||
+	/* Ran here last is not "queued here": a property change can requeue
+	 * it from another CPU. Its cpumask may also have changed meanwhile
+	 * (tested only when it is not every CPU). */
+	if (used + HL_MIN_RESUME >= on->run_slice || scx_bpf_task_cpu(p) != self ||
 	    (p->nr_cpus_allowed < nr_cpus && !bpf_cpumask_test_cpu(self, p->cpus_ptr)) ||
 	    scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) <= 0)
 		return false;
@@ -416,22 +417,17 @@ int hl_enqueue(u64 *ctx)
 		if (c->preempt && (enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ)) && !p->migration_disabled) {
 			target = lane_target(p, scx_bpf_task_cpu(p), &idle);
 			/*
-			 * Handed back by cpu_release, the task is still the one
-			 * this CPU is switching away from, so no other CPU can
-			 * take it yet: it goes to the high queue, the target is
-			 * kicked, and the tick below retries until one does.
+			 * Through the high queue, with the target kicked to take
+			 * it, in two cases. Handed back by cpu_release, the task
+			 * is still the one this CPU is switching away from, so
+			 * no other CPU can take it yet (the tick below retries
+			 * until one does). An idle target, for the reason
+			 * select_cpu gives.
 			 */
-			if (target >= 0 && (enq_flags & HL_ENQ_REENQ)) {
+			if (target >= 0 && ((enq_flags & HL_ENQ_REENQ) || idle)) {
 				hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
 				scx_bpf_kick_cpu(target, idle ? HL_KICK_IDLE : HL_KICK_PREEMPT);
-				return 0;
-			}
-			/* An idle target is kicked to take the task from the
-			 * high queue, for the reason select_cpu gives. */
-			if (target >= 0 && idle) {
-				hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
-				scx_bpf_kick_cpu(target, HL_KICK_IDLE);
-				if (st)
+				if (st && idle)
 					st->idle_kicks++;
 				return 0;
 			}

@@ -20,8 +20,6 @@ type Options struct {
 	// Progress, if set, receives a line every ProgressInterval.
 	Progress         io.Writer
 	ProgressInterval time.Duration
-	// OnViolation is called for each streamed violation.
-	OnViolation func(Violation)
 	// Violations, if set, receives each streamed violation as a line,
 	// at most ViolationLinesPerSecond a second (0: the default), with a
 	// line for what each second left out.
@@ -99,9 +97,6 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	go func() {
 		done <- t.ReadViolations(ctx, func(v Violation) {
 			streamed++
-			if opts.OnViolation != nil {
-				opts.OnViolation(v)
-			}
 			if printer != nil {
 				printer.Print(v)
 			}
