@@ -82,6 +82,12 @@ const volatile u32 filter_tgid;		/* 0 = every process */
 const volatile char filter_comm[HL_COMM_LEN];	/* "" = every comm */
 const volatile u32 filter_comm_len;
 const volatile bool per_task;		/* keep a histogram per task */
+const volatile bool explain;		/* keep each CPU's recent history to explain violations */
+const volatile bool kernel_has_ext;	/* CONFIG_SCHED_CLASS_EXT: else every other task is fair */
+
+/* Where the kernel's sched_ext class lives, if kallsyms shows it: a task
+ * whose sched_class is this one is scheduled by the BPF scheduler. */
+extern void ext_sched_class __ksym __weak;
 
 /* Counters of what happened, and of everything that was lost. */
 struct rq_counters {
@@ -156,6 +162,48 @@ struct {
 	__type(value, struct task_hist);
 } task_hist_zero SEC(".maps");
 
+/*
+ * Why a wait was long: what its CPU did from the wait's start to the
+ * switch that ended it, from the CPU's recent history. The parts add up to
+ * the wait (to the nanosecond, but for the irq time of the oldest
+ * segment, shared out in proportion to its overlap).
+ */
+#define HL_BLAMED 3	/* tasks named, the longest-running first */
+
+enum seg_kind {
+	SEG_IDLE,	/* the idle task: nothing runnable, or not yet woken up */
+	SEG_FAIR,	/* the kernel's fair class (EEVDF) */
+	SEG_EXT,	/* the sched_ext class: the BPF scheduler chose it */
+	SEG_RTDL,	/* realtime or deadline priority (PI boosts included) */
+	SEG_OTHER,	/* a task whose class could not be told (no ext_sched_class symbol) */
+};
+
+struct blamed {
+	u64 ns;		/* its run time in the wait, irq time taken out */
+	u32 pid;
+	u8 kind;	/* enum seg_kind */
+	u8 class_id;	/* hotlane class */
+	u16 _pad;
+	char comm[HL_COMM_LEN];
+};
+
+struct explanation {
+	u64 ns[SEG_OTHER + 1];	/* task time by enum seg_kind, irq time taken out */
+	u64 irq_ns;		/* hardirq handlers */
+	u64 softirq_ns;		/* softirqs, wherever they ran (ksoftirqd included) */
+	u64 uncovered_ns;	/* older than the CPU's kept history */
+	u32 from_cpu;		/* where it last ran; ~0 if not known */
+	u32 flags;		/* EX_* */
+	struct blamed top[HL_BLAMED];
+};
+
+#define EX_DONE 1		/* the explanation was worked out */
+#define EX_MIGRATED 2		/* it last ran on from_cpu, not here */
+#define EX_EXT_KNOWN 4		/* the kernel's sched_ext class is known */
+#define EX_EXT_LEFT 8		/* it waited in sched_ext and ran outside it: sched_ext exited */
+#define EX_EXT_AT_START 16	/* it began waiting in sched_ext */
+#define EX_EXT_AT_END 32	/* it got the CPU in sched_ext */
+
 /* A wait above its class's threshold. */
 struct violation {
 	u64 at_ns;
@@ -168,6 +216,7 @@ struct violation {
 	u32 _pad;
 	char comm[HL_COMM_LEN];
 	char prev_comm[HL_COMM_LEN];
+	struct explanation why;
 };
 
 struct {
@@ -187,12 +236,14 @@ struct wait_state {
 	u32 runs;	/* runs accounted for */
 	u32 outs;	/* switch-outs at its last reported switch-out */
 	u32 flags;	/* WS_* */
-	u32 _pad;
+	u32 cpu;	/* where it last ran (explain only) */
 };
 
 #define WS_RUNS 1	/* runs is valid */
 #define WS_OUTS 2	/* outs is valid */
 #define WS_QUEUED 4	/* `at` is when it left the CPU still runnable */
+#define WS_CPU 8	/* cpu is valid */
+#define WS_EXT 16	/* the wait began in the sched_ext class */
 
 /* tp_btf: wait state in task-local storage. */
 struct {
@@ -210,13 +261,42 @@ struct {
 	__type(value, struct wait_state);
 } stamps_by_pid SEC(".maps");
 
-/* Per CPU: the task the last reported switch put on it. */
+/*
+ * Per CPU: the task the last reported switch put on it, and, to explain
+ * violations, its recent history: one segment per task that had the CPU,
+ * and how much hardirq and softirq time it has spent in all.
+ */
+#define HL_SEGMENTS 64	/* a power of two */
+
+struct segment {
+	u64 start;		/* when the task got the CPU; 0: slot unused */
+	u64 irq;		/* the CPU's irq_ns at start */
+	u64 softirq;		/* the CPU's softirq_ns at start */
+	u32 pid;
+	u8 kind;		/* enum seg_kind */
+	u8 class_id;
+	u16 _pad;
+	char comm[HL_COMM_LEN];
+};
+
+struct cpu_state {
+	u64 last_next;
+	u64 irq_ns;		/* hardirq handler time, all of it */
+	u64 softirq_ns;		/* softirq time, nested hardirqs taken out */
+	u64 irq_entry;		/* the open hardirq handler's start; 0: none */
+	u64 softirq_entry;	/* the open softirq's start; 0: none */
+	u64 softirq_irq_base;	/* irq_ns when it started */
+	u32 head;		/* the newest segment */
+	u32 _pad;
+	struct segment seg[HL_SEGMENTS];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, u64);
-} cpu_last_next SEC(".maps");
+	__type(value, struct cpu_state);
+} cpus SEC(".maps");
 
 static __always_inline struct rq_counters *counters_get(void)
 {
@@ -232,6 +312,209 @@ static __always_inline bool wanted(const struct hl_task_identity *id)
 	if (filter_comm_len && !hl_prefix_eq((const char *)id->comm, filter_comm, filter_comm_len))
 		return false;
 	return true;
+}
+
+/* ---- explaining a violation ------------------------------------------ */
+
+/* What kind of CPU time a task's run is. */
+static __always_inline u8 seg_kind(u32 pid, int prio, u64 sched_class)
+{
+	if (!pid)
+		return SEG_IDLE;
+	if (prio < 100)		/* MAX_RT_PRIO: realtime and deadline, PI boosts too */
+		return SEG_RTDL;
+	if (!kernel_has_ext)
+		return SEG_FAIR;
+	if (!ksym_exists(&ext_sched_class))
+		return SEG_OTHER;
+	return sched_class == (u64)&ext_sched_class ? SEG_EXT : SEG_FAIR;
+}
+
+/* A task got this CPU: open its segment of the history. */
+static __always_inline void push_segment(struct cpu_state *c, u64 now, u32 pid, u8 kind, u32 class_id,
+					 const u64 *comm)
+{
+	u32 h = (c->head + 1) & (HL_SEGMENTS - 1);
+	struct segment *s = &c->seg[h];
+
+	s->start = now;
+	s->irq = c->irq_ns;
+	s->softirq = c->softirq_ns;
+	s->pid = pid;
+	s->kind = kind;
+	s->class_id = class_id;
+	__builtin_memcpy(s->comm, comm, sizeof(s->comm));
+	c->head = h;
+}
+
+/* Adds run ns of segment s's task to the named tasks, which keep the
+ * HL_BLAMED longest-running (a task pushed out loses what it had). */
+static __always_inline void blame(struct explanation *ex, const struct segment *s, u64 run)
+{
+	u64 least = ~0ULL;
+	u32 least_at = 0;
+
+#pragma unroll
+	for (u32 j = 0; j < HL_BLAMED; j++) {
+		struct blamed *b = &ex->top[j];
+
+		if (b->ns && b->pid == s->pid) {
+			b->ns += run;
+			return;
+		}
+		if (b->ns < least) {
+			least = b->ns;
+			least_at = j;
+		}
+	}
+	if (run <= least || least_at >= HL_BLAMED)
+		return;
+	ex->top[least_at].ns = run;
+	ex->top[least_at].pid = s->pid;
+	ex->top[least_at].kind = s->kind;
+	ex->top[least_at].class_id = s->class_id;
+	__builtin_memcpy(ex->top[least_at].comm, s->comm, sizeof(s->comm));
+}
+
+/*
+ * What this CPU did from at to now: walk its segments from the newest
+ * (the task leaving the CPU now) back to the one running at `at`. A
+ * segment's irq time is the CPU's irq total at the next segment's start
+ * minus at its own; the oldest, cut at `at`, gets its share in proportion.
+ */
+static __always_inline void explain_wait(struct explanation *ex, const struct cpu_state *c, u64 at, u64 now)
+{
+	u64 end = now, irq_end = c->irq_ns, soft_end = c->softirq_ns;
+	u32 h = c->head;
+
+	for (u32 i = 0; i < HL_SEGMENTS; i++) {
+		const struct segment *s = &c->seg[(h - i) & (HL_SEGMENTS - 1)];
+		u64 start = s->start, len, irq, soft, run;
+		u8 kind = s->kind;
+
+		if (end <= at || !start || start > end)
+			break;
+		irq = irq_end - s->irq;
+		soft = soft_end - s->softirq;
+		len = end - start;
+		if (start < at) {
+			irq = irq * (end - at) / len;
+			soft = soft * (end - at) / len;
+			len = end - at;
+		}
+		if (irq > len)
+			irq = len;
+		if (soft > len - irq)
+			soft = len - irq;
+		run = len - irq - soft;
+		ex->irq_ns += irq;
+		ex->softirq_ns += soft;
+		if (kind > SEG_OTHER)
+			kind = SEG_OTHER;
+		ex->ns[kind] += run;
+		if (s->pid && run)
+			blame(ex, s, run);
+		end = start;
+		irq_end = s->irq;
+		soft_end = s->softirq;
+	}
+	if (end > at)
+		ex->uncovered_ns = end - at;
+}
+
+/* The explanation of a wait from `at` to now of a task whose wait state
+ * is st, switched in here; in_ext says it is in the sched_ext class. */
+static __always_inline void explain_violation(struct explanation *ex, const struct cpu_state *c,
+					      const struct wait_state *st, u64 at, u64 now, bool in_ext)
+{
+	u32 cpu = bpf_get_smp_processor_id();
+
+	__builtin_memset(ex, 0, sizeof(*ex));
+	ex->from_cpu = ~0U;
+	if (!c)
+		return;
+	explain_wait(ex, c, at, now);
+	ex->flags = EX_DONE;
+	if (st->flags & WS_CPU) {
+		ex->from_cpu = st->cpu;
+		if (st->cpu != cpu)
+			ex->flags |= EX_MIGRATED;
+	}
+	if (ksym_exists(&ext_sched_class)) {
+		ex->flags |= EX_EXT_KNOWN;
+		if (st->flags & WS_EXT)
+			ex->flags |= EX_EXT_AT_START;
+		if (in_ext)
+			ex->flags |= EX_EXT_AT_END;
+		if ((st->flags & WS_EXT) && !in_ext)
+			ex->flags |= EX_EXT_LEFT;
+	}
+}
+
+/* The start of a wait of a task in (or not in) the sched_ext class. */
+static __always_inline void note_wait_class(struct wait_state *st, bool in_ext)
+{
+	if (in_ext)
+		st->flags |= WS_EXT;
+	else
+		st->flags &= ~WS_EXT;
+}
+
+/* A task left this CPU. */
+static __always_inline void note_cpu(struct wait_state *st)
+{
+	st->cpu = bpf_get_smp_processor_id();
+	st->flags |= WS_CPU;
+}
+
+static __always_inline struct cpu_state *cpu_get(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cpus, &zero);
+}
+
+/* Interrupt time per CPU. Hardirq handlers do not nest; a softirq can be
+ * interrupted, and its handlers' time is taken out of the softirq's. */
+static __always_inline void irq_entry(void)
+{
+	struct cpu_state *c = cpu_get();
+
+	if (c)
+		c->irq_entry = bpf_ktime_get_ns();
+}
+
+static __always_inline void irq_exit(void)
+{
+	struct cpu_state *c = cpu_get();
+
+	if (c && c->irq_entry) {
+		c->irq_ns += bpf_ktime_get_ns() - c->irq_entry;
+		c->irq_entry = 0;
+	}
+}
+
+static __always_inline void softirq_entry(void)
+{
+	struct cpu_state *c = cpu_get();
+
+	if (c) {
+		c->softirq_entry = bpf_ktime_get_ns();
+		c->softirq_irq_base = c->irq_ns;
+	}
+}
+
+static __always_inline void softirq_exit(void)
+{
+	struct cpu_state *c = cpu_get();
+	u64 d, nested;
+
+	if (!c || !c->softirq_entry)
+		return;
+	d = bpf_ktime_get_ns() - c->softirq_entry;
+	nested = c->irq_ns - c->softirq_irq_base;
+	c->softirq_ns += d > nested ? d - nested : 0;
+	c->softirq_entry = 0;
 }
 
 static __always_inline void record_task(struct task_struct *p, const struct hl_task_identity *id,
@@ -272,7 +555,8 @@ static __always_inline void record_task(struct task_struct *p, const struct hl_t
  */
 static __always_inline void record(struct task_struct *next, struct task_struct *prev,
 				   const struct hl_task_identity *id, u32 class_id, u64 delta,
-				   u64 now, struct rq_counters *cnt)
+				   u64 now, struct rq_counters *cnt, const struct cpu_state *c,
+				   const struct wait_state *st, bool in_ext)
 {
 	u32 bucket = hl_hist_bucket(delta), key, cls = class_id, tkey;
 	struct class_totals *tot;
@@ -318,6 +602,10 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 	v->_pad = 0;
 	__builtin_memcpy(v->comm, id->comm, sizeof(v->comm));
 	CORE_READ_INTO(&v->prev_comm, &prev->comm);
+	if (explain)
+		explain_violation(&v->why, c, st, now - delta, now, in_ext);
+	else
+		__builtin_memset(&v->why, 0, sizeof(v->why));
 	bpf_ringbuf_submit(v, 0);
 }
 
@@ -327,17 +615,18 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
  * A reported switch on this CPU whose prev is not what the last reported
  * switch put here means at least one switch in between was not reported.
  */
-static __always_inline void check_reported(struct task_struct *prev, struct task_struct *next,
-					   struct rq_counters *cnt)
+static __always_inline struct cpu_state *check_reported(struct task_struct *prev, struct task_struct *next,
+							struct rq_counters *cnt)
 {
 	u32 zero = 0;
-	u64 *last = bpf_map_lookup_elem(&cpu_last_next, &zero);
+	struct cpu_state *c = bpf_map_lookup_elem(&cpus, &zero);
 
-	if (!last)
-		return;
-	if (*last && *last != (u64)prev && cnt)
+	if (!c)
+		return NULL;
+	if (c->last_next && c->last_next != (u64)prev && cnt)
 		cnt->unreported_switches++;
-	*last = (u64)next;
+	c->last_next = (u64)next;
+	return c;
 }
 
 static __always_inline void stamp(struct wait_state *st, u64 now)
@@ -433,6 +722,40 @@ static __always_inline void count_unmeasured(struct task_struct *p, u32 n, struc
 		cnt->unmeasured_waits += n;
 }
 
+/*
+ * next got the CPU after outs switch-outs; st is its wait state. Measures
+ * the wait if there is one and the filters select next, and returns
+ * next's class if it classified it (HL_MAX_CLASSES if not). sched_class
+ * is next's, to tell whether sched_ext runs it; cached says the class
+ * cache in task storage can be used (tp_btf only).
+ */
+static __always_inline u32 switch_in(struct task_struct *prev, struct task_struct *next, struct wait_state *st,
+				     u32 outs, u64 sched_class, bool cached, u64 now, struct rq_counters *cnt,
+				     const struct cpu_state *c)
+{
+	struct hl_task_identity id = {};
+	struct got_cpu g = {};
+	u32 class_id;
+
+	got_cpu(st, outs, now, &g);
+	if (!g.measured && !g.unmeasured && !g.unstamped)
+		return HL_MAX_CLASSES;
+
+	hl_read_identity(next, &id);
+	if (!wanted(&id))
+		return HL_MAX_CLASSES;
+	if (cnt) {
+		cnt->unmeasured_waits += g.unmeasured;
+		cnt->unstamped_waits += g.unstamped;
+	}
+	if (!g.measured)
+		return HL_MAX_CLASSES;
+	class_id = cached ? hl_classify_cached(next, &id) : hl_classify_identity(&id);
+	record(next, prev, &id, class_id, g.delta, now, cnt, c, st,
+	       ksym_exists(&ext_sched_class) && sched_class == (u64)&ext_sched_class);
+	return class_id;
+}
+
 /* ---- tp_btf: typed arguments, task-local stamps, cached classes ------- */
 
 /* The task's context switches so far: run k ends at switch-out k. */
@@ -468,6 +791,8 @@ static __always_inline void wakeup_btf(struct task_struct *p, bool new_task)
 		stamp(st, bpf_ktime_get_ns());
 	else
 		stamp_wakeup(st, bpf_ktime_get_ns());
+	if (explain && st->at && ksym_exists(&ext_sched_class))
+		note_wait_class(st, (u64)p->sched_class == (u64)&ext_sched_class);
 }
 
 /* TP_PROTO(struct task_struct *p) */
@@ -495,40 +820,71 @@ int rq_switch_btf(u64 *ctx)
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = ctx[3];
 	struct rq_counters *cnt = counters_get();
-	struct hl_task_identity id = {};
-	struct got_cpu g = {};
+	struct cpu_state *c;
 	struct wait_state *st;
 	u64 now = bpf_ktime_get_ns();
+	u32 class_id = HL_MAX_CLASSES;
 
 	if (cnt)
 		cnt->switches++;
-	check_reported(prev, next, cnt);
+	c = check_reported(prev, next, cnt);
 	if (prev->pid) {
 		st = state_btf(prev, true, cnt);
-		/* Still runnable: it starts waiting again now. */
-		if (st)
-			count_unmeasured(prev, left_cpu(st, outs_btf(prev),
-							preempt || prev_state == 0 /* TASK_RUNNING */, now), cnt);
-	}
+		if (st) {
+			/* Still runnable: it starts waiting again now. */
+			bool runnable = preempt || prev_state == 0 /* TASK_RUNNING */;
 
-	if (!next->pid)
-		return 0;
-	st = state_btf(next, false, cnt);
-	if (!st)
-		return 0;
-	got_cpu(st, outs_btf(next), now, &g);
-	if (!g.measured && !g.unmeasured && !g.unstamped)
-		return 0;
-
-	hl_read_identity(next, &id);
-	if (!wanted(&id))
-		return 0;
-	if (cnt) {
-		cnt->unmeasured_waits += g.unmeasured;
-		cnt->unstamped_waits += g.unstamped;
+			count_unmeasured(prev, left_cpu(st, outs_btf(prev), runnable, now), cnt);
+			if (explain) {
+				note_cpu(st);
+				if (runnable && ksym_exists(&ext_sched_class))
+					note_wait_class(st, (u64)prev->sched_class == (u64)&ext_sched_class);
+			}
+		}
 	}
-	if (g.measured)
-		record(next, prev, &id, hl_classify_cached(next, &id), g.delta, now, cnt);
+	if (next->pid && (st = state_btf(next, false, cnt)))
+		class_id = switch_in(prev, next, st, outs_btf(next), (u64)next->sched_class, true, now, cnt, c);
+
+	if (explain && c) {
+		if (next->pid && class_id >= HL_MAX_CLASSES) {
+			struct hl_task_identity id = {};
+
+			hl_read_identity_trusted(next, &id);
+			class_id = hl_classify_cached(next, &id);
+		}
+		push_segment(c, now, next->pid, seg_kind(next->pid, next->prio, (u64)next->sched_class),
+			     class_id, (const u64 *)next->comm);
+	}
+	return 0;
+}
+
+/* TP_PROTO(int irq, struct irqaction *action) and (..., int ret) */
+SEC("tp_btf/irq_handler_entry")
+int rq_irq_entry_btf(u64 *ctx)
+{
+	irq_entry();
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int rq_irq_exit_btf(u64 *ctx)
+{
+	irq_exit();
+	return 0;
+}
+
+/* TP_PROTO(unsigned int vec_nr) */
+SEC("tp_btf/softirq_entry")
+int rq_softirq_entry_btf(u64 *ctx)
+{
+	softirq_entry();
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int rq_softirq_exit_btf(u64 *ctx)
+{
+	softirq_exit();
 	return 0;
 }
 
@@ -583,6 +939,8 @@ static __always_inline void wakeup_raw(struct task_struct *p, bool new_task)
 		stamp(st, bpf_ktime_get_ns());
 	else
 		stamp_wakeup(st, bpf_ktime_get_ns());
+	if (explain && st->at && ksym_exists(&ext_sched_class))
+		note_wait_class(st, (u64)CORE_READ(p, sched_class) == (u64)&ext_sched_class);
 }
 
 SEC("raw_tp/sched_waking")
@@ -607,43 +965,72 @@ int rq_switch_raw(u64 *ctx)
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = ctx[3];
 	struct rq_counters *cnt = counters_get();
-	struct hl_task_identity id = {};
-	struct got_cpu g = {};
+	struct cpu_state *c;
 	struct wait_state *st;
 	u64 now = bpf_ktime_get_ns();
-	u32 pid;
+	u32 pid, class_id = HL_MAX_CLASSES;
 
 	if (cnt)
 		cnt->switches++;
-	check_reported(prev, next, cnt);
+	c = check_reported(prev, next, cnt);
 	pid = CORE_READ(prev, pid);
 	if (pid) {
 		st = state_pid(prev, pid, true, cnt);
-		if (st)
-			count_unmeasured(prev, left_cpu(st, outs_raw(prev),
-							preempt || prev_state == 0 /* TASK_RUNNING */, now), cnt);
+		if (st) {
+			bool runnable = preempt || prev_state == 0 /* TASK_RUNNING */;
+
+			count_unmeasured(prev, left_cpu(st, outs_raw(prev), runnable, now), cnt);
+			if (explain) {
+				note_cpu(st);
+				if (runnable && ksym_exists(&ext_sched_class))
+					note_wait_class(st, (u64)CORE_READ(prev, sched_class) == (u64)&ext_sched_class);
+			}
+		}
 	}
 
-	pid = CORE_READ(next, pid);
-	if (!pid)
-		return 0;
-	st = state_pid(next, pid, false, cnt);
-	if (!st)
-		return 0;
-	got_cpu(st, outs_raw(next), now, &g);
-	if (!g.measured && !g.unmeasured && !g.unstamped)
-		return 0;
-
-	hl_read_identity(next, &id);
-	if (!wanted(&id))
-		return 0;
-	if (cnt) {
-		cnt->unmeasured_waits += g.unmeasured;
-		cnt->unstamped_waits += g.unstamped;
-	}
 	/* No task storage here: classify afresh each time. */
-	if (g.measured)
-		record(next, prev, &id, hl_classify_identity(&id), g.delta, now, cnt);
+	pid = CORE_READ(next, pid);
+	if (pid && (st = state_pid(next, pid, false, cnt)))
+		class_id = switch_in(prev, next, st, outs_raw(next), (u64)CORE_READ(next, sched_class), false,
+				     now, cnt, c);
+
+	if (explain && c) {
+		struct hl_task_identity id = {};
+
+		hl_read_identity(next, &id);
+		if (pid && class_id >= HL_MAX_CLASSES)
+			class_id = hl_classify_identity(&id);
+		push_segment(c, now, pid, seg_kind(pid, CORE_READ(next, prio), (u64)CORE_READ(next, sched_class)),
+			     class_id, id.comm);
+	}
+	return 0;
+}
+
+SEC("raw_tp/irq_handler_entry")
+int rq_irq_entry_raw(u64 *ctx)
+{
+	irq_entry();
+	return 0;
+}
+
+SEC("raw_tp/irq_handler_exit")
+int rq_irq_exit_raw(u64 *ctx)
+{
+	irq_exit();
+	return 0;
+}
+
+SEC("raw_tp/softirq_entry")
+int rq_softirq_entry_raw(u64 *ctx)
+{
+	softirq_entry();
+	return 0;
+}
+
+SEC("raw_tp/softirq_exit")
+int rq_softirq_exit_raw(u64 *ctx)
+{
+	softirq_exit();
 	return 0;
 }
 

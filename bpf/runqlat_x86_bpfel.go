@@ -17,7 +17,7 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	RunqlatMapCounters                  = "counters"
-	RunqlatMapCpuLastNext               = "cpu_last_next"
+	RunqlatMapCpus                      = "cpus"
 	RunqlatMapHist                      = "hist"
 	RunqlatMapHlTaskClasses             = "hl_task_classes"
 	RunqlatMapStamps                    = "stamps"
@@ -27,12 +27,21 @@ const (
 	RunqlatMapTotals                    = "totals"
 	RunqlatMapViolations                = "violations"
 	RunqlatProgRqFreeRaw                = "rq_free_raw"
+	RunqlatProgRqIrqEntryBtf            = "rq_irq_entry_btf"
+	RunqlatProgRqIrqEntryRaw            = "rq_irq_entry_raw"
+	RunqlatProgRqIrqExitBtf             = "rq_irq_exit_btf"
+	RunqlatProgRqIrqExitRaw             = "rq_irq_exit_raw"
+	RunqlatProgRqSoftirqEntryBtf        = "rq_softirq_entry_btf"
+	RunqlatProgRqSoftirqEntryRaw        = "rq_softirq_entry_raw"
+	RunqlatProgRqSoftirqExitBtf         = "rq_softirq_exit_btf"
+	RunqlatProgRqSoftirqExitRaw         = "rq_softirq_exit_raw"
 	RunqlatProgRqSwitchBtf              = "rq_switch_btf"
 	RunqlatProgRqSwitchRaw              = "rq_switch_raw"
 	RunqlatProgRqWakeupNewBtf           = "rq_wakeup_new_btf"
 	RunqlatProgRqWakeupNewRaw           = "rq_wakeup_new_raw"
 	RunqlatProgRqWakingBtf              = "rq_waking_btf"
 	RunqlatProgRqWakingRaw              = "rq_waking_raw"
+	RunqlatVarExplain                   = "explain"
 	RunqlatVarFilterComm                = "filter_comm"
 	RunqlatVarFilterCommLen             = "filter_comm_len"
 	RunqlatVarFilterTgid                = "filter_tgid"
@@ -41,6 +50,7 @@ const (
 	RunqlatVarHlNrRules                 = "hl_nr_rules"
 	RunqlatVarHlRuleKinds               = "hl_rule_kinds"
 	RunqlatVarHlRules                   = "hl_rules"
+	RunqlatVarKernelHasExt              = "kernel_has_ext"
 	RunqlatVarPerTask                   = "per_task"
 	RunqlatVarThresholdNs               = "threshold_ns"
 )
@@ -87,13 +97,21 @@ type RunqlatSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatProgramSpecs struct {
-	RqFreeRaw      *ebpf.ProgramSpec `ebpf:"rq_free_raw"`
-	RqSwitchBtf    *ebpf.ProgramSpec `ebpf:"rq_switch_btf"`
-	RqSwitchRaw    *ebpf.ProgramSpec `ebpf:"rq_switch_raw"`
-	RqWakeupNewBtf *ebpf.ProgramSpec `ebpf:"rq_wakeup_new_btf"`
-	RqWakeupNewRaw *ebpf.ProgramSpec `ebpf:"rq_wakeup_new_raw"`
-	RqWakingBtf    *ebpf.ProgramSpec `ebpf:"rq_waking_btf"`
-	RqWakingRaw    *ebpf.ProgramSpec `ebpf:"rq_waking_raw"`
+	RqFreeRaw         *ebpf.ProgramSpec `ebpf:"rq_free_raw"`
+	RqIrqEntryBtf     *ebpf.ProgramSpec `ebpf:"rq_irq_entry_btf"`
+	RqIrqEntryRaw     *ebpf.ProgramSpec `ebpf:"rq_irq_entry_raw"`
+	RqIrqExitBtf      *ebpf.ProgramSpec `ebpf:"rq_irq_exit_btf"`
+	RqIrqExitRaw      *ebpf.ProgramSpec `ebpf:"rq_irq_exit_raw"`
+	RqSoftirqEntryBtf *ebpf.ProgramSpec `ebpf:"rq_softirq_entry_btf"`
+	RqSoftirqEntryRaw *ebpf.ProgramSpec `ebpf:"rq_softirq_entry_raw"`
+	RqSoftirqExitBtf  *ebpf.ProgramSpec `ebpf:"rq_softirq_exit_btf"`
+	RqSoftirqExitRaw  *ebpf.ProgramSpec `ebpf:"rq_softirq_exit_raw"`
+	RqSwitchBtf       *ebpf.ProgramSpec `ebpf:"rq_switch_btf"`
+	RqSwitchRaw       *ebpf.ProgramSpec `ebpf:"rq_switch_raw"`
+	RqWakeupNewBtf    *ebpf.ProgramSpec `ebpf:"rq_wakeup_new_btf"`
+	RqWakeupNewRaw    *ebpf.ProgramSpec `ebpf:"rq_wakeup_new_raw"`
+	RqWakingBtf       *ebpf.ProgramSpec `ebpf:"rq_waking_btf"`
+	RqWakingRaw       *ebpf.ProgramSpec `ebpf:"rq_waking_raw"`
 }
 
 // RunqlatMapSpecs contains maps before they are loaded into the kernel.
@@ -101,7 +119,7 @@ type RunqlatProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatMapSpecs struct {
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
-	CpuLastNext   *ebpf.MapSpec `ebpf:"cpu_last_next"`
+	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
 	Hist          *ebpf.MapSpec `ebpf:"hist"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
 	Stamps        *ebpf.MapSpec `ebpf:"stamps"`
@@ -116,6 +134,7 @@ type RunqlatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatVariableSpecs struct {
+	Explain                   *ebpf.VariableSpec `ebpf:"explain"`
 	FilterComm                *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommLen             *ebpf.VariableSpec `ebpf:"filter_comm_len"`
 	FilterTgid                *ebpf.VariableSpec `ebpf:"filter_tgid"`
@@ -124,6 +143,7 @@ type RunqlatVariableSpecs struct {
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
+	KernelHasExt              *ebpf.VariableSpec `ebpf:"kernel_has_ext"`
 	PerTask                   *ebpf.VariableSpec `ebpf:"per_task"`
 	ThresholdNs               *ebpf.VariableSpec `ebpf:"threshold_ns"`
 }
@@ -149,7 +169,7 @@ func (o *RunqlatObjects) Close() error {
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatMaps struct {
 	Counters      *ebpf.Map `ebpf:"counters"`
-	CpuLastNext   *ebpf.Map `ebpf:"cpu_last_next"`
+	Cpus          *ebpf.Map `ebpf:"cpus"`
 	Hist          *ebpf.Map `ebpf:"hist"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
 	Stamps        *ebpf.Map `ebpf:"stamps"`
@@ -163,7 +183,7 @@ type RunqlatMaps struct {
 func (m *RunqlatMaps) Close() error {
 	return _RunqlatClose(
 		m.Counters,
-		m.CpuLastNext,
+		m.Cpus,
 		m.Hist,
 		m.HlTaskClasses,
 		m.Stamps,
@@ -179,6 +199,7 @@ func (m *RunqlatMaps) Close() error {
 //
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatVariables struct {
+	Explain                   *ebpf.Variable `ebpf:"explain"`
 	FilterComm                *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommLen             *ebpf.Variable `ebpf:"filter_comm_len"`
 	FilterTgid                *ebpf.Variable `ebpf:"filter_tgid"`
@@ -187,6 +208,7 @@ type RunqlatVariables struct {
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
+	KernelHasExt              *ebpf.Variable `ebpf:"kernel_has_ext"`
 	PerTask                   *ebpf.Variable `ebpf:"per_task"`
 	ThresholdNs               *ebpf.Variable `ebpf:"threshold_ns"`
 }
@@ -195,18 +217,34 @@ type RunqlatVariables struct {
 //
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatPrograms struct {
-	RqFreeRaw      *ebpf.Program `ebpf:"rq_free_raw"`
-	RqSwitchBtf    *ebpf.Program `ebpf:"rq_switch_btf"`
-	RqSwitchRaw    *ebpf.Program `ebpf:"rq_switch_raw"`
-	RqWakeupNewBtf *ebpf.Program `ebpf:"rq_wakeup_new_btf"`
-	RqWakeupNewRaw *ebpf.Program `ebpf:"rq_wakeup_new_raw"`
-	RqWakingBtf    *ebpf.Program `ebpf:"rq_waking_btf"`
-	RqWakingRaw    *ebpf.Program `ebpf:"rq_waking_raw"`
+	RqFreeRaw         *ebpf.Program `ebpf:"rq_free_raw"`
+	RqIrqEntryBtf     *ebpf.Program `ebpf:"rq_irq_entry_btf"`
+	RqIrqEntryRaw     *ebpf.Program `ebpf:"rq_irq_entry_raw"`
+	RqIrqExitBtf      *ebpf.Program `ebpf:"rq_irq_exit_btf"`
+	RqIrqExitRaw      *ebpf.Program `ebpf:"rq_irq_exit_raw"`
+	RqSoftirqEntryBtf *ebpf.Program `ebpf:"rq_softirq_entry_btf"`
+	RqSoftirqEntryRaw *ebpf.Program `ebpf:"rq_softirq_entry_raw"`
+	RqSoftirqExitBtf  *ebpf.Program `ebpf:"rq_softirq_exit_btf"`
+	RqSoftirqExitRaw  *ebpf.Program `ebpf:"rq_softirq_exit_raw"`
+	RqSwitchBtf       *ebpf.Program `ebpf:"rq_switch_btf"`
+	RqSwitchRaw       *ebpf.Program `ebpf:"rq_switch_raw"`
+	RqWakeupNewBtf    *ebpf.Program `ebpf:"rq_wakeup_new_btf"`
+	RqWakeupNewRaw    *ebpf.Program `ebpf:"rq_wakeup_new_raw"`
+	RqWakingBtf       *ebpf.Program `ebpf:"rq_waking_btf"`
+	RqWakingRaw       *ebpf.Program `ebpf:"rq_waking_raw"`
 }
 
 func (p *RunqlatPrograms) Close() error {
 	return _RunqlatClose(
 		p.RqFreeRaw,
+		p.RqIrqEntryBtf,
+		p.RqIrqEntryRaw,
+		p.RqIrqExitBtf,
+		p.RqIrqExitRaw,
+		p.RqSoftirqEntryBtf,
+		p.RqSoftirqEntryRaw,
+		p.RqSoftirqExitBtf,
+		p.RqSoftirqExitRaw,
 		p.RqSwitchBtf,
 		p.RqSwitchRaw,
 		p.RqWakeupNewBtf,

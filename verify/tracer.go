@@ -57,6 +57,12 @@ type TracerConfig struct {
 	// machine pays two clock reads a run, a sched_ext scheduler's
 	// callbacks included. Leave it off where schedulers are compared.
 	MeasureCost bool
+	// Explain keeps each CPU's recent history (the tasks that had it,
+	// their scheduling class, its hardirq and softirq time) so that each
+	// violation says where its wait went. It costs a little on every
+	// context switch and interrupt; without thresholds it has nothing to
+	// explain.
+	Explain bool
 }
 
 // Tracer is an attached run-queue latency tracer.
@@ -84,20 +90,26 @@ type hookProgram struct{ prog, tracepoint string }
 // ones that start waits before sched_switch, so that no task the tracer
 // has seen leave the CPU can be woken unseen while the tracer attaches.
 // Stop detaches them in the opposite order.
-func hookPrograms(hook string) []hookProgram {
+// Explaining adds the interrupt hooks, first, so that the switch hook
+// never sees a CPU whose interrupt time is not being counted.
+func hookPrograms(hook string, explain bool) []hookProgram {
+	suffix := "_btf"
+	var progs []hookProgram
 	if hook == HookRawTP {
-		return []hookProgram{
-			{"rq_free_raw", "sched_process_free"},
-			{"rq_waking_raw", "sched_waking"},
-			{"rq_wakeup_new_raw", "sched_wakeup_new"},
-			{"rq_switch_raw", "sched_switch"},
-		}
+		suffix = "_raw"
+		progs = append(progs, hookProgram{"rq_free_raw", "sched_process_free"})
 	}
-	return []hookProgram{
-		{"rq_waking_btf", "sched_waking"},
-		{"rq_wakeup_new_btf", "sched_wakeup_new"},
-		{"rq_switch_btf", "sched_switch"},
+	if explain {
+		progs = append(progs,
+			hookProgram{"rq_irq_entry" + suffix, "irq_handler_entry"},
+			hookProgram{"rq_irq_exit" + suffix, "irq_handler_exit"},
+			hookProgram{"rq_softirq_entry" + suffix, "softirq_entry"},
+			hookProgram{"rq_softirq_exit" + suffix, "softirq_exit"})
 	}
+	return append(progs,
+		hookProgram{"rq_waking" + suffix, "sched_waking"},
+		hookProgram{"rq_wakeup_new" + suffix, "sched_wakeup_new"},
+		hookProgram{"rq_switch" + suffix, "sched_switch"})
 }
 
 // Attach loads the tracer and attaches it to the scheduler tracepoints.
@@ -151,11 +163,15 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 		return nil, err
 	}
 	// Load only this family's programs.
-	want := hookPrograms(hook)
+	want := hookPrograms(hook, cfg.Explain)
 	for name := range spec.Programs {
 		if !slices.ContainsFunc(want, func(h hookProgram) bool { return h.prog == name }) {
 			delete(spec.Programs, name)
 		}
+	}
+	scx, err := loader.ReadSchedExtStatus(loader.SchedExtSysfs)
+	if err != nil {
+		return nil, err
 	}
 	var comm [policy.CommLen]byte
 	copy(comm[:], cfg.FilterComm)
@@ -169,6 +185,8 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 		"filter_comm":     comm,
 		"filter_comm_len": uint32(len(cfg.FilterComm)),
 		"per_task":        cfg.PerTask,
+		"explain":         cfg.Explain,
+		"kernel_has_ext":  scx.Present,
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -499,6 +517,8 @@ type Violation struct {
 	CPU      uint32        `json:"cpu"`
 	PrevPID  uint32        `json:"prev_pid"`
 	PrevComm string        `json:"prev_comm"`
+	// Why is where the wait went, if the tracer was asked to explain.
+	Why *Explanation `json:"why,omitempty"`
 }
 
 // violationRecord mirrors struct violation.
@@ -507,6 +527,7 @@ type violationRecord struct {
 	PID, TGID, ClassID, CPU uint32
 	PrevPID, _              uint32
 	Comm, PrevComm          [policy.CommLen]byte
+	Why                     explanationRecord
 }
 
 // ReadViolations calls fn for each streamed violation until ctx is done or
@@ -537,6 +558,7 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 			At: time.Duration(v.AtNs), Latency: time.Duration(v.LatencyNs),
 			PID: v.PID, TGID: v.TGID, Comm: cString(v.Comm[:]), Class: class, CPU: v.CPU,
 			PrevPID: v.PrevPID, PrevComm: cString(v.PrevComm[:]),
+			Why: v.Why.explanation(t.classes),
 		})
 	}
 }

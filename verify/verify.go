@@ -43,11 +43,19 @@ type Result struct {
 	ViolationsNotPrinted uint64               `json:"violations_not_printed"`
 	Cost                 []report.ProgramCost `json:"cost,omitempty"`
 	CostError            string               `json:"cost_error,omitempty"`
+	// Causes adds up, per class, where the violations' waits went (with
+	// TracerConfig.Explain); Worst are the longest violations, at most
+	// KeptViolations, longest first.
+	Causes []CauseSummary `json:"causes,omitempty"`
+	Worst  []Violation    `json:"violations,omitempty"`
 	// Unmeasured are the classes a bound names that no sample reached:
 	// the bound was checked against nothing, which is a mistake in the
 	// policy or the filters, not a latency that failed.
 	Unmeasured []string `json:"unmeasured_classes,omitempty"`
 }
+
+// KeptViolations is how many of the longest violations a Result keeps.
+const KeptViolations = 100
 
 // Thresholds turns bounds into per-class streaming thresholds: the
 // tightest limit of each class's clauses.
@@ -85,8 +93,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
 	defer cancel()
-	var streamed uint64
-	var printer *ViolationPrinter
+	var (
+		streamed uint64
+		printer  *ViolationPrinter
+		causes   CauseSummaries
+		worst    = worstViolations{n: KeptViolations}
+	)
 	if opts.Violations != nil {
 		printer = &ViolationPrinter{W: opts.Violations, PerSecond: opts.ViolationLinesPerSecond}
 		if printer.PerSecond <= 0 {
@@ -97,6 +109,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	go func() {
 		done <- t.ReadViolations(ctx, func(v Violation) {
 			streamed++
+			causes.Add(v)
+			worst.add(v)
 			if printer != nil {
 				printer.Print(v)
 			}
@@ -134,7 +148,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Snapshot: snap, Violations: streamed, Pass: true}
+	res := &Result{Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
+	if opts.Tracer.Explain {
+		res.Causes = causes.Summaries()
+	}
 	if printer != nil {
 		printer.Flush()
 		res.ViolationsNotPrinted = printer.NotPrinted
@@ -254,6 +271,11 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 			verdict = "FAIL"
 		}
 		fmt.Fprintf(w, "verdict: %s\n", verdict)
+	}
+	if len(r.Causes) > 0 {
+		fmt.Fprintln(w, "\nwhere the violations' waits went (on the CPU that ended each):")
+		writeCauses(w, r.Causes)
+		fmt.Fprintln(w)
 	}
 
 	secs := s.Elapsed.Seconds()

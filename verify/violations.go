@@ -49,6 +49,11 @@ func (p *ViolationPrinter) Print(v Violation) {
 	}
 	p.inWindow++
 	p.Printed++
+	if v.Why != nil {
+		fmt.Fprintf(p.W, "violation: %s %s pid %d waited %s on cpu %d: %s\n",
+			v.Class, v.Comm, v.PID, report.Duration(v.Latency), v.CPU, v.Why)
+		return
+	}
 	fmt.Fprintf(p.W, "violation: %s %s pid %d waited %s on cpu %d while %s (pid %d) ran\n",
 		v.Class, v.Comm, v.PID, report.Duration(v.Latency), v.CPU, v.PrevComm, v.PrevPID)
 }

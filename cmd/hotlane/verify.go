@@ -30,6 +30,7 @@ func runVerify(ctx context.Context, args []string) int {
 	hook := fs.String("hook", "", "force the hook family: tp_btf or raw_tp (default: tp_btf, raw_tp if it cannot attach)")
 	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the violation ring buffer (power of two; default 256 KiB)")
 	quiet := fs.Bool("q", false, "no progress lines and no per-violation lines")
+	noExplain := fs.Bool("no-explain", false, "do not explain violations (saves the per-switch history and the interrupt hooks)")
 	violationLines := intFlag(fs, "violation-lines", verify.DefaultViolationLinesPerSecond, 1, 1<<20, "print at most this many violations a second, then how many more there were per class")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane verify [flags]
@@ -41,7 +42,11 @@ under any scheduler: EEVDF, scx_simple, hotlane.
 
 The verdict is conservative: a percentile passes only if the upper edge of
 its histogram bucket is within the bound. Each wait above the bound is
-printed as it happens, with the task that was running on that CPU.
+printed as it happens, with where the wait went on the CPU that ended it:
+time in realtime/deadline tasks (rt_dl), in hardirq and softirq handlers,
+in tasks of the fair class or chosen by a sched_ext scheduler (the three
+longest named), idle, whether the task migrated and whether sched_ext
+exited meanwhile. The report adds these up per class.
 
 Exit status: 0 bound held (or none given), 1 bound failed, 2 error (a bound
 whose class had no samples is one: it was checked against nothing).
@@ -99,7 +104,7 @@ Flags:
 		Tracer: verify.TracerConfig{
 			Table: table, FilterTGID: uint32(*pid), FilterComm: *comm,
 			PerTask: *top > 0, MaxTasks: *maxTasks, Hook: *hook, RingBufferBytes: *ringBuf,
-			MeasureCost: true,
+			MeasureCost: true, Explain: len(bounds) > 0 && !*noExplain,
 		},
 		Bounds:   bounds,
 		Duration: *duration,

@@ -1,0 +1,333 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/policy"
+)
+
+func TestExplanationFromRecord(t *testing.T) {
+	var r explanationRecord
+	r.Flags = exDone | exMigrated | exExtKnown | exExtLeft
+	r.FromCPU = 3
+	r.Ns[1] = 2e6 // fair
+	r.Ns[3] = 5e6 // rt_dl
+	r.SoftirqNs = 1e6
+	r.Top[0] = blamedRecord{Ns: 1e6, PID: 7, Kind: 1, ClassID: 1}
+	copy(r.Top[0].Comm[:], "fairhog")
+	r.Top[2] = blamedRecord{Ns: 5e6, PID: 9, Kind: 3, ClassID: 0}
+	copy(r.Top[2].Comm[:], "rthog")
+	e := r.explanation([]string{"inference", "normal"})
+	if e == nil {
+		t.Fatal("no explanation from a record marked done")
+	}
+	want := []Part{{KindRTDL, 5 * time.Millisecond}, {KindFair, 2 * time.Millisecond}, {KindSoftirq, time.Millisecond}}
+	if fmt.Sprint(e.Parts) != fmt.Sprint(want) {
+		t.Errorf("parts %v, want %v (largest first, zero parts left out)", e.Parts, want)
+	}
+	if e.Cause != KindRTDL || !e.Migrated || e.FromCPU != 3 || !e.SchedExtExited || !e.SchedExtKnown {
+		t.Errorf("cause %q migrated %v from %d exited %v known %v", e.Cause, e.Migrated, e.FromCPU, e.SchedExtExited, e.SchedExtKnown)
+	}
+	if len(e.Tasks) != 2 || e.Tasks[0].Comm != "rthog" || e.Tasks[0].Kind != KindRTDL || e.Tasks[0].Class != "inference" ||
+		e.Tasks[1].Comm != "fairhog" || e.Tasks[1].Class != "normal" {
+		t.Errorf("tasks %+v, want rthog (rt_dl, inference) then fairhog (fair, normal)", e.Tasks)
+	}
+	line := e.String()
+	for _, w := range []string{"rt_dl 5.00ms", "rthog[9] rt_dl/inference 5.00ms", "migrated from cpu 3", "sched_ext exited"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("line %q lacks %q", line, w)
+		}
+	}
+	r.Flags = 0
+	if r.explanation(nil) != nil {
+		t.Error("a record the tracer did not explain gave an explanation")
+	}
+}
+
+// The summary adds parts and tasks over violations, per class, and counts
+// the ones without an explanation without adding anything for them.
+func TestCauseSummariesAddUp(t *testing.T) {
+	var c CauseSummaries
+	rt := &Explanation{Parts: []Part{{KindRTDL, 4 * time.Millisecond}, {KindIRQ, time.Millisecond}}, Cause: KindRTDL,
+		Tasks: []BlamedTask{{PID: 1, Comm: "hog", Kind: KindRTDL, Time: 4 * time.Millisecond}}}
+	fair := &Explanation{Parts: []Part{{KindFair, 3 * time.Millisecond}}, Cause: KindFair, Migrated: true,
+		Tasks: []BlamedTask{{PID: 2, Comm: "hog", Kind: KindRTDL, Time: time.Millisecond}, {PID: 3, Comm: "x", Kind: KindFair, Time: 2 * time.Millisecond}}}
+	c.Add(Violation{Class: "inference", Latency: 5 * time.Millisecond, Why: rt})
+	c.Add(Violation{Class: "inference", Latency: 3 * time.Millisecond, Why: fair})
+	c.Add(Violation{Class: "inference", Latency: 9 * time.Millisecond})
+	c.Add(Violation{Class: "normal", Latency: 9 * time.Millisecond, Why: fair})
+	sums := c.Summaries()
+	if len(sums) != 2 || sums[0].Class != "inference" || sums[1].Class != "normal" {
+		t.Fatalf("summaries %+v, want inference and normal", sums)
+	}
+	s := sums[0]
+	if s.Violations != 3 || s.Explained != 2 || s.Wait != 8*time.Millisecond || s.Migrated != 1 {
+		t.Errorf("violations %d explained %d wait %v migrated %d, want 3, 2, 8ms, 1", s.Violations, s.Explained, s.Wait, s.Migrated)
+	}
+	wantParts := []Part{{KindRTDL, 4 * time.Millisecond}, {KindFair, 3 * time.Millisecond}, {KindIRQ, time.Millisecond}}
+	if fmt.Sprint(s.Parts) != fmt.Sprint(wantParts) {
+		t.Errorf("parts %v, want %v", s.Parts, wantParts)
+	}
+	if s.ByCause[KindRTDL] != 1 || s.ByCause[KindFair] != 1 {
+		t.Errorf("by cause %v", s.ByCause)
+	}
+	if len(s.Tasks) != 2 || s.Tasks[0].Comm != "hog" || s.Tasks[0].Time != 5*time.Millisecond {
+		t.Errorf("tasks %+v, want hog (5ms over two pids) first", s.Tasks)
+	}
+	var b bytes.Buffer
+	writeCauses(&b, sums)
+	if !strings.Contains(b.String(), "inference: 3 violations") || !strings.Contains(b.String(), "rt_dl 50%") {
+		t.Errorf("text:\n%s", b.String())
+	}
+}
+
+// An explained violation prints its explanation in place of the bare
+// "while X ran".
+func TestViolationPrinterPrintsTheExplanation(t *testing.T) {
+	var b strings.Builder
+	p := &ViolationPrinter{W: &b, PerSecond: 10}
+	p.Print(Violation{Class: "inference", Comm: "w", PID: 4, Latency: 6 * time.Millisecond, CPU: 1, PrevComm: "hog",
+		Why: &Explanation{Parts: []Part{{KindSoftirq, 6 * time.Millisecond}}, Cause: KindSoftirq}})
+	if got := b.String(); !strings.HasPrefix(got, "violation: inference w pid 4 waited 6.00ms on cpu 1: softirq 6.00ms") {
+		t.Errorf("line %q", got)
+	}
+}
+
+// explainedRun runs verify for d with a bound on the inference class
+// (comm prefix "infer") of this process, explaining violations, and
+// returns what its JSON says.
+func explainedRun(t *testing.T, bound string, d time.Duration) explainedJSON {
+	t.Helper()
+	table, err := policy.Default("infer").Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounds, err := ParseBounds(bound, "inference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), Options{
+		Tracer:   TracerConfig{Table: table, FilterTGID: uint32(os.Getpid()), Explain: true},
+		Bounds:   bounds,
+		Duration: d,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := res.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var out explainedJSON
+	if err := json.Unmarshal(b.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	writeCauses(&text, out.Causes)
+	t.Logf("%d violations:\n%s", out.Streamed, text.String())
+	for i, v := range out.Worst {
+		if i == 3 {
+			break
+		}
+		t.Logf("violation: %s waited %v: %v", v.Comm, v.Latency, v.Why)
+	}
+	return out
+}
+
+type explainedJSON struct {
+	Streamed uint64         `json:"violations_streamed"`
+	Causes   []CauseSummary `json:"causes"`
+	Worst    []Violation    `json:"violations"`
+}
+
+// inference is the summary of the inference class, which must have
+// explained violations.
+func (j explainedJSON) inference(t *testing.T) CauseSummary {
+	t.Helper()
+	for _, s := range j.Causes {
+		if s.Class == "inference" && s.Explained > 0 {
+			return s
+		}
+	}
+	t.Fatalf("no explained violation of the inference class (%d streamed)", j.Streamed)
+	return CauseSummary{}
+}
+
+// share is the part of the summed wait that was of this kind.
+func (s CauseSummary) share(kind string) float64 {
+	for _, p := range s.Parts {
+		if p.Kind == kind {
+			return float64(p.Time) / float64(s.Wait)
+		}
+	}
+	return 0
+}
+
+// the longest-running named task of the summary.
+func (s CauseSummary) topTask(t *testing.T) BlamedTask {
+	t.Helper()
+	if len(s.Tasks) == 0 {
+		t.Fatal("no task named in the violations")
+	}
+	return s.Tasks[0]
+}
+
+// spinThenSleep busies the CPU for on, then sleeps for off, until ctx ends.
+func spinThenSleep(ctx context.Context, on, off time.Duration) {
+	for ctx.Err() == nil {
+		end := time.Now().Add(on)
+		for time.Now().Before(end) {
+		}
+		time.Sleep(off)
+	}
+}
+
+func sleepLoop(ctx context.Context, d time.Duration) {
+	for ctx.Err() == nil {
+		time.Sleep(d)
+	}
+}
+
+// A SCHED_FIFO hog bursting on the sleeper's CPU: the violations are its.
+func TestExplainBlamesAnRTHog(t *testing.T) {
+	requireRoot(t)
+	cpu := runtime.NumCPU() - 1
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Add(2)
+	onThread(t, "hl-rthog", cpu, 10, func() { defer wg.Done(); spinThenSleep(ctx, 20*time.Millisecond, 30*time.Millisecond) })
+	onThread(t, "infer-victim", cpu, 0, func() { defer wg.Done(); sleepLoop(ctx, time.Millisecond) })
+
+	s := explainedRun(t, "inference:max<=5ms", 1500*time.Millisecond).inference(t)
+	if sh := s.share(KindRTDL); sh < 0.8 {
+		t.Errorf("rt_dl is %.0f%% of the violations' wait, want most of it", 100*sh)
+	}
+	if top := s.topTask(t); top.Comm != "hl-rthog" || top.Kind != KindRTDL {
+		t.Errorf("longest-running task %s (%s), want hl-rthog (rt_dl)", top.Comm, top.Kind)
+	}
+}
+
+// A fair hog at nice -20 beside a nice 19 sleeper under the fair class:
+// the violations name the hog.
+func TestExplainNamesAFairHog(t *testing.T) {
+	requireRoot(t)
+	if s, err := os.ReadFile("/sys/kernel/sched_ext/state"); err == nil && strings.TrimSpace(string(s)) != "disabled" {
+		t.Skip("a sched_ext scheduler is loaded; this test is about the fair class")
+	}
+	cpu := runtime.NumCPU() - 1
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Add(2)
+	onThread(t, "hl-fairhog", cpu, 0, func() {
+		defer wg.Done()
+		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, -20); err != nil {
+			t.Error(err)
+		}
+		spinThenSleep(ctx, time.Second, 0)
+	})
+	onThread(t, "infer-victim", cpu, 0, func() {
+		defer wg.Done()
+		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, 19); err != nil {
+			t.Error(err)
+		}
+		sleepLoop(ctx, time.Millisecond)
+	})
+
+	s := explainedRun(t, "inference:max<=1ms", 1500*time.Millisecond).inference(t)
+	top := s.topTask(t)
+	if top.Comm != "hl-fairhog" || (top.Kind != KindFair && top.Kind != KindTask) {
+		t.Errorf("longest-running task %s (%s), want hl-fairhog (fair)", top.Comm, top.Kind)
+	}
+	if sh := s.share(KindFair) + s.share(KindTask); sh < 0.5 {
+		t.Errorf("fair tasks are %.0f%% of the violations' wait, want most of it", 100*sh)
+	}
+}
+
+// A softirq storm: UDP packets into a veth whose receive side RPS steers
+// to the sleeper's CPU, sent from another CPU. The sleeper's CPU does
+// little but softirqs, and the violations say so.
+func TestExplainBlamesSoftirqs(t *testing.T) {
+	requireRoot(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs a second CPU to send from")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Fatal("needs ip from iproute2 (make deps installs it)")
+	}
+	cpu := runtime.NumCPU() - 1
+	peer := vethWithRPS(t, cpu)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	conn, err := net.Dial("udp", net.JoinHostPort(peer, "9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	wg.Add(2)
+	onThread(t, "hl-flood", 0, 0, func() {
+		defer wg.Done()
+		b := make([]byte, 64)
+		for ctx.Err() == nil {
+			for range 1000 {
+				conn.Write(b)
+			}
+		}
+	})
+	onThread(t, "infer-victim", cpu, 0, func() { defer wg.Done(); sleepLoop(ctx, time.Millisecond) })
+
+	s := explainedRun(t, "inference:max<=300us", 1500*time.Millisecond).inference(t)
+	if sh := s.share(KindSoftirq) + s.share(KindIRQ); sh < 0.5 {
+		t.Errorf("interrupts are %.0f%% of the violations' wait, want most of it", 100*sh)
+	}
+	if s.ByCause[KindSoftirq] < s.Explained/2 {
+		t.Errorf("softirq is the largest part of %d of %d violations, want most", s.ByCause[KindSoftirq], s.Explained)
+	}
+}
+
+// vethWithRPS makes a veth pair into a new network namespace, steers the
+// namespace side's receive processing to cpu, and returns that side's
+// address. Everything is removed when the test ends.
+func vethWithRPS(t *testing.T, cpu int) string {
+	t.Helper()
+	ns := fmt.Sprintf("hlx%d", os.Getpid())
+	host, inner := ns+"a", ns+"b"
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	run("link", "add", host, "type", "veth", "peer", "name", inner, "netns", ns)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", host).Run() })
+	run("addr", "add", "10.213.7.1/24", "dev", host)
+	run("link", "set", host, "up")
+	run("-n", ns, "addr", "add", "10.213.7.2/24", "dev", inner)
+	run("-n", ns, "link", "set", inner, "up")
+	mask := fmt.Sprintf("%x", 1<<cpu)
+	// sysfs shows the namespace's devices only to a process inside it.
+	out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c",
+		fmt.Sprintf("echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus", mask, inner)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("steer %s's receive to cpu %d: %v: %s", inner, cpu, err, out)
+	}
+	return "10.213.7.2"
+}
