@@ -24,7 +24,10 @@ import (
 // context switch: the tools hook different tracepoints (hotlane also
 // sched_waking, for where a wait starts), so time per program run would
 // favour the tool that runs more, cheaper programs. Per-task histograms
-// are compared with runqlat -L (a histogram per thread).
+// are compared with runqlat -L (a histogram per thread). "explain" is the
+// tracer as verify runs it with a bound: histograms, the per-CPU history
+// and interrupt hooks that explain violations, and a 1 ms threshold on
+// every class so that the explaining walk runs too.
 //
 //	go test ./verify -run '^$' -bench TracerVsRunqlat -benchtime 3x
 func BenchmarkTracerVsRunqlat(b *testing.B) {
@@ -45,15 +48,17 @@ func BenchmarkTracerVsRunqlat(b *testing.B) {
 	for _, mode := range []struct {
 		name    string
 		perTask bool
+		explain bool
 		args    []string
 	}{
-		{"histograms", false, nil},
-		{"per-task", true, []string{"-L"}},
+		{"histograms", false, false, nil},
+		{"per-task", true, false, []string{"-L"}},
+		{"explain", false, true, nil},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			var ours, theirs, switches float64
 			for range b.N {
-				o, t, n, err := compareWithRunqlat(runqlat, mode.args, hackbench, mode.perTask)
+				o, t, n, err := compareWithRunqlat(runqlat, mode.args, hackbench, mode.perTask, mode.explain)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -69,7 +74,7 @@ func BenchmarkTracerVsRunqlat(b *testing.B) {
 // compareWithRunqlat attaches runqlat and the tracer, runs hackbench, and
 // returns each tool's BPF run time (ns) over the load and the number of
 // context switches the tracer saw meanwhile.
-func compareWithRunqlat(runqlat string, args []string, hackbench string, perTask bool) (ours, theirs, switches float64, err error) {
+func compareWithRunqlat(runqlat string, args []string, hackbench string, perTask, explain bool) (ours, theirs, switches float64, err error) {
 	cmd := exec.Command(runqlat, append(args, "60", "1")...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -102,7 +107,14 @@ func compareWithRunqlat(runqlat string, args []string, hackbench string, perTask
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	tr, err := Attach(TracerConfig{Table: table, PerTask: perTask, MeasureCost: true})
+	cfg := TracerConfig{Table: table, PerTask: perTask, MeasureCost: true, Explain: explain}
+	if explain {
+		cfg.Thresholds = map[string]time.Duration{}
+		for _, class := range table.Names {
+			cfg.Thresholds[class] = time.Millisecond
+		}
+	}
+	tr, err := Attach(cfg)
 	if err != nil {
 		return 0, 0, 0, err
 	}
