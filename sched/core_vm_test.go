@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,16 +74,44 @@ func cpusetCgroup(t *testing.T, name, cpus string, pid int) {
 // and notes the scheduler's counters; the returned function stops the
 // tracer and returns what it measured and the counters' change since.
 func measure(t *testing.T, s *sched.Scheduler, table *policy.Table) func() (*verify.Snapshot, sched.Stats) {
+	return measureExplained(t, s, table, nil)
+}
+
+// measureExplained is measure, with every wait above its class's
+// threshold explained (verify.TracerConfig.Explain) and the longest few
+// logged when the test fails: a failure says where its waits went.
+func measureExplained(t *testing.T, s *sched.Scheduler, table *policy.Table, thresholds map[string]time.Duration) func() (*verify.Snapshot, sched.Stats) {
 	t.Helper()
 	start, err := s.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true})
+	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true, Thresholds: thresholds, Explain: len(thresholds) > 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
+	var worst []verify.Violation
+	read := make(chan error, 1)
+	ctx, stopReading := context.WithCancel(context.Background())
+	go func() {
+		read <- tr.ReadViolations(ctx, func(v verify.Violation) { worst = append(worst, v) })
+	}()
+	t.Cleanup(func() {
+		stopReading()
+		<-read
+		if !t.Failed() {
+			return
+		}
+		sort.Slice(worst, func(i, j int) bool { return worst[i].Latency > worst[j].Latency })
+		for i, v := range worst {
+			if i == 5 {
+				t.Logf("... and %d more waits over the threshold", len(worst)-5)
+				break
+			}
+			t.Logf("%s %s[%d] waited %v on cpu %d: %v", v.Class, v.Comm, v.PID, v.Latency, v.CPU, v.Why)
+		}
+	})
 	return func() (*verify.Snapshot, sched.Stats) {
 		t.Helper()
 		tr.Stop()
@@ -230,7 +259,7 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 		run       = 10 * time.Second
 		laneSlice = 2 * time.Millisecond
 	)
-	finish, h, tick := laneBesideHogs(t, laneSlice, 20*time.Millisecond)
+	finish, h, tick := laneBesideHogs(t, laneSlice, 20*time.Millisecond, 0)
 	defer h.stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), run)
@@ -298,7 +327,7 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs two CPUs: the lane must have somewhere to go")
 	}
-	finish, h, tick := laneBesideHogs(t, laneSlice, 0)
+	finish, h, tick := laneBesideHogs(t, laneSlice, 0, rtBurst/10)
 	defer h.stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), run)
@@ -359,6 +388,7 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 		rounds.Load(), lane.Hist.Count(), time.Duration(lane.Hist.QuantileUpper(0.5)),
 		time.Duration(lane.Hist.QuantileUpper(0.99)), time.Duration(lane.Hist.Max()), limit,
 		bursts.Load(), rtBurst, d.CPUReleased, d.PreemptKicks)
+	t.Logf("scheduler stats over the run: %+v", d)
 	if rounds.Load() == 0 || lane.Hist.Count() == 0 || bursts.Load() == 0 {
 		t.Fatal("the lane task or the RT thread did not run, or the tracer saw none of the lane's waits")
 	}
@@ -376,7 +406,8 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 // laneBesideHogs loads hotlane with the lane's slice set (and the fair
 // slice, when not zero), attaches the tracer and starts a hog on every
 // CPU. It returns the tracer's finish function, the hogs and the tick.
-func laneBesideHogs(t *testing.T, laneSlice, fairSlice time.Duration) (func() (*verify.Snapshot, sched.Stats), *hogSet, time.Duration) {
+// Lane waits over explainOver are explained (0: none).
+func laneBesideHogs(t *testing.T, laneSlice, fairSlice, explainOver time.Duration) (func() (*verify.Snapshot, sched.Stats), *hogSet, time.Duration) {
 	t.Helper()
 	p := policy.Default("infer")
 	p.Classes[0].Slice = laneSlice
@@ -392,7 +423,11 @@ func laneBesideHogs(t *testing.T, laneSlice, fairSlice time.Duration) (func() (*
 		t.Fatal(err)
 	}
 	s := load(t, p, sched.Config{})
-	finish := measure(t, s, table)
+	var thresholds map[string]time.Duration
+	if explainOver > 0 {
+		thresholds = map[string]time.Duration{table.Names[0]: explainOver}
+	}
+	finish := measureExplained(t, s, table, thresholds)
 	var hogs []string
 	for range runtime.NumCPU() {
 		hogs = append(hogs, "hog")
