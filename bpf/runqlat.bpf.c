@@ -79,6 +79,9 @@ LICENSE("GPL");
 /* Settings, written by the loader before load. */
 const volatile u64 threshold_ns[HL_MAX_CLASSES]; /* stream waits above this; 0 = none */
 const volatile u32 filter_tgid;		/* 0 = every process */
+#define HL_MAX_TIDS 16
+const volatile u32 filter_tids[HL_MAX_TIDS];	/* threads to trace, */
+const volatile u32 filter_nr_tids;	/* how many; 0 = every thread */
 const volatile char filter_comm[HL_COMM_LEN];	/* "" = every comm */
 const volatile u32 filter_comm_len;
 const volatile bool per_task;		/* keep a histogram per task */
@@ -309,6 +312,15 @@ static __always_inline bool wanted(const struct hl_task_identity *id)
 {
 	if (filter_tgid && id->tgid != filter_tgid)
 		return false;
+	if (filter_nr_tids) {
+		bool found = false;
+
+		for (u32 i = 0; i < HL_MAX_TIDS && i < filter_nr_tids; i++)
+			if (filter_tids[i] == id->pid)
+				found = true;
+		if (!found)
+			return false;
+	}
 	if (filter_comm_len && !hl_prefix_eq((const char *)id->comm, filter_comm, filter_comm_len))
 		return false;
 	return true;

@@ -44,7 +44,9 @@ const (
 	RunqlatVarExplain                   = "explain"
 	RunqlatVarFilterComm                = "filter_comm"
 	RunqlatVarFilterCommLen             = "filter_comm_len"
+	RunqlatVarFilterNrTids              = "filter_nr_tids"
 	RunqlatVarFilterTgid                = "filter_tgid"
+	RunqlatVarFilterTids                = "filter_tids"
 	RunqlatVarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	RunqlatVarHlNrClasses               = "hl_nr_classes"
 	RunqlatVarHlNrRules                 = "hl_nr_rules"
@@ -137,7 +139,9 @@ type RunqlatVariableSpecs struct {
 	Explain                   *ebpf.VariableSpec `ebpf:"explain"`
 	FilterComm                *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommLen             *ebpf.VariableSpec `ebpf:"filter_comm_len"`
+	FilterNrTids              *ebpf.VariableSpec `ebpf:"filter_nr_tids"`
 	FilterTgid                *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	FilterTids                *ebpf.VariableSpec `ebpf:"filter_tids"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
@@ -202,7 +206,9 @@ type RunqlatVariables struct {
 	Explain                   *ebpf.Variable `ebpf:"explain"`
 	FilterComm                *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommLen             *ebpf.Variable `ebpf:"filter_comm_len"`
+	FilterNrTids              *ebpf.Variable `ebpf:"filter_nr_tids"`
 	FilterTgid                *ebpf.Variable `ebpf:"filter_tgid"`
+	FilterTids                *ebpf.Variable `ebpf:"filter_tids"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`

@@ -40,6 +40,9 @@ type TracerConfig struct {
 	// FilterTGID and FilterComm (a prefix) restrict the tracer to one
 	// process or to matching threads; zero values trace everything.
 	FilterTGID uint32
+	// FilterTIDs restricts it to these threads (at most MaxFilterTIDs),
+	// with the other filters.
+	FilterTIDs []uint32
 	FilterComm string
 	// PerTask keeps a histogram per task, for up to MaxTasks tasks
 	// (default 1024, about 8 KiB each); samples of tasks beyond that are
@@ -64,6 +67,9 @@ type TracerConfig struct {
 	// explain.
 	Explain bool
 }
+
+// MaxFilterTIDs is how many threads TracerConfig.FilterTIDs may name.
+const MaxFilterTIDs = 16
 
 // Tracer is an attached run-queue latency tracer.
 type Tracer struct {
@@ -124,6 +130,14 @@ func Attach(cfg TracerConfig) (*Tracer, error) {
 	if cfg.RingBufferBytes != 0 && (cfg.RingBufferBytes < os.Getpagesize() || cfg.RingBufferBytes&(cfg.RingBufferBytes-1) != 0) {
 		return nil, fmt.Errorf("%w: ring buffer size %d: use a power of two of at least %d", ErrBadTracerConfig, cfg.RingBufferBytes, os.Getpagesize())
 	}
+	if len(cfg.FilterTIDs) > MaxFilterTIDs {
+		return nil, fmt.Errorf("%w: %d threads to trace: at most %d", ErrBadTracerConfig, len(cfg.FilterTIDs), MaxFilterTIDs)
+	}
+	for _, tid := range cfg.FilterTIDs {
+		if tid == 0 {
+			return nil, fmt.Errorf("%w: thread id 0 is the idle task, which never waits", ErrBadTracerConfig)
+		}
+	}
 	var thresholds [policy.MaxClasses]uint64
 	for name, d := range cfg.Thresholds {
 		i := indexOf(cfg.Table.Names, name)
@@ -175,6 +189,8 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 	}
 	var comm [policy.CommLen]byte
 	copy(comm[:], cfg.FilterComm)
+	var tids [MaxFilterTIDs]uint32
+	copy(tids[:], cfg.FilterTIDs)
 	vars := map[string]any{
 		"hl_rules":        cfg.Table.RulesArray(),
 		"hl_nr_rules":     cfg.Table.NrRules(),
@@ -182,6 +198,8 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 		"hl_nr_classes":   cfg.Table.NrClasses(),
 		"threshold_ns":    thresholds,
 		"filter_tgid":     cfg.FilterTGID,
+		"filter_tids":     tids,
+		"filter_nr_tids":  uint32(len(cfg.FilterTIDs)),
 		"filter_comm":     comm,
 		"filter_comm_len": uint32(len(cfg.FilterComm)),
 		"per_task":        cfg.PerTask,

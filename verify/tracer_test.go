@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -637,4 +638,68 @@ func checkWakeStart(t *testing.T, hook string) *Histogram {
 		t.Errorf("only %d of %d wake-ups measured", measured, rounds)
 	}
 	return waits
+}
+
+// FilterTIDs (verify --tid) traces one thread and none of its siblings:
+// two threads of this process with the same comm sleep 200 times each,
+// and the tracer, given one thread id, accounts for exactly that thread's
+// switch-ins (samples plus counted losses) and has no sample of the other.
+func TestTracerFiltersByThread(t *testing.T) {
+	requireRoot(t)
+	const n = 200
+	start := make(chan *Tracer)
+	var wg sync.WaitGroup
+	type result struct {
+		runs   uint64
+		counts Counters
+	}
+	var traced result
+	sleep := func(tr *Tracer, own bool) {
+		ts := unix.NsecToTimespec(int64(500 * time.Microsecond))
+		var r0 uint64
+		var c0 Counters
+		if own {
+			r0, c0 = ownCounts(t, tr)
+		}
+		for range n {
+			for unix.Nanosleep(&ts, nil) == unix.EINTR {
+			}
+		}
+		if own {
+			r1, c1 := ownCounts(t, tr)
+			traced = result{r1 - r0, Counters{Samples: c1.Samples - c0.Samples,
+				UnmeasuredWaits: c1.UnmeasuredWaits - c0.UnmeasuredWaits, UnstampedWaits: c1.UnstampedWaits - c0.UnstampedWaits}}
+		}
+	}
+	wg.Add(2)
+	tidA, _ := onThread(t, "infer-sleeper", -1, 1, func() { defer wg.Done(); sleep(<-start, true) })
+	tidB, _ := onThread(t, "infer-sleeper", -1, 1, func() { defer wg.Done(); sleep(<-start, false) })
+	tr := attachForTest(t, TracerConfig{PerTask: true, FilterTIDs: []uint32{uint32(tidA)}})
+	start <- tr
+	start <- tr
+	wg.Wait()
+	tr.Stop()
+	s, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := traced.counts
+	t.Logf("thread %d: %d switch-ins, %d samples, %d unmeasured, %d unstamped; sibling %d", tidA, traced.runs, d.Samples, d.UnmeasuredWaits, d.UnstampedWaits, tidB)
+	if d.Samples+d.UnmeasuredWaits+d.UnstampedWaits != traced.runs {
+		t.Errorf("%d samples + %d unmeasured + %d unstamped, want the traced thread's %d switch-ins", d.Samples, d.UnmeasuredWaits, d.UnstampedWaits, traced.runs)
+	}
+	if traced.runs < n/2 || d.Samples < traced.runs/2 {
+		t.Errorf("%d switch-ins, %d samples for %d sleeps: want most sleeps measured", traced.runs, d.Samples, n)
+	}
+	for _, tk := range s.Tasks {
+		if tk.PID != uint32(tidA) {
+			t.Errorf("task %d (%s) has %d samples: only thread %d was asked for", tk.PID, tk.Comm, tk.Hist.Count(), tidA)
+		}
+	}
+	if a := taskByPID(t, s, tidA); a.Hist.Count() != s.Counters.Samples {
+		t.Errorf("thread %d holds %d samples, the counters %d: some are another thread's", tidA, a.Hist.Count(), s.Counters.Samples)
+	}
+	if _, err := Attach(TracerConfig{Table: &policy.Table{}, FilterTIDs: make([]uint32, MaxFilterTIDs+1)}); !errors.Is(err, ErrBadTracerConfig) {
+		t.Errorf("%d thread ids: %v, want ErrBadTracerConfig", MaxFilterTIDs+1, err)
+	}
 }

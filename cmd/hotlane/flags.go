@@ -93,3 +93,20 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	return given
 }
+
+// tidList is a repeatable flag of thread ids.
+type tidList []uint32
+
+func (l *tidList) String() string { return fmt.Sprint([]uint32(*l)) }
+
+func (l *tidList) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a thread id", s)
+	}
+	if v < 1 || v > maxPID {
+		return fmt.Errorf("%d is out of range 1..%d", v, maxPID)
+	}
+	*l = append(*l, uint32(v))
+	return nil
+}

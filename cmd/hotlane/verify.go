@@ -22,6 +22,8 @@ func runVerify(ctx context.Context, args []string) int {
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early)")
 	jsonPath := fs.String("json", "", "also write the full report as JSON to this file")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (tgid)")
+	var tids tidList
+	fs.Var(&tids, "tid", fmt.Sprintf("trace only this thread (repeatable, at most %d; with --top, the per-task table is per thread, like runqlat -L)", verify.MaxFilterTIDs))
 	comm := fs.String("comm", "", "trace only threads whose comm starts with this")
 	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many tasks with the highest p99 (0: none)")
 	maxTasks := intFlag(fs, "max-tasks", 1024, 1, 65536, "with --top: keep a histogram for at most this many tasks (about 8 KiB each); samples of later tasks are left out of the per-task table only")
@@ -54,6 +56,7 @@ whose class had no samples is one: it was checked against nothing).
 Examples:
   hotlane verify --bound 'inference:p99<=200us,max<=5ms' --duration 30s
   hotlane verify --policy policy.json --bound 'inference:p99<=1ms;normal:p99<=20ms' --json report.json
+  hotlane verify --tid 4242 --tid 4243 --top 2 --duration 5s
 
 Flags:
 `)
@@ -100,9 +103,18 @@ Flags:
 		}
 	}
 
+	for _, tid := range tids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", tid)); err != nil {
+			return fail(fmt.Errorf("--tid %d: no such thread", tid))
+		}
+	}
+	if len(tids) > verify.MaxFilterTIDs {
+		return fail(fmt.Errorf("--tid given %d times: at most %d threads", len(tids), verify.MaxFilterTIDs))
+	}
+
 	opts := verify.Options{
 		Tracer: verify.TracerConfig{
-			Table: table, FilterTGID: uint32(*pid), FilterComm: *comm,
+			Table: table, FilterTGID: uint32(*pid), FilterTIDs: tids, FilterComm: *comm,
 			PerTask: *top > 0, MaxTasks: *maxTasks, Hook: *hook, RingBufferBytes: *ringBuf,
 			MeasureCost: true, Explain: len(bounds) > 0 && !*noExplain,
 		},
