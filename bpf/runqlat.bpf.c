@@ -204,8 +204,6 @@ struct explanation {
 #define EX_MIGRATED 2		/* it last ran on from_cpu, not here */
 #define EX_EXT_KNOWN 4		/* the kernel's sched_ext class is known */
 #define EX_EXT_LEFT 8		/* it waited in sched_ext and ran outside it: sched_ext exited */
-#define EX_EXT_AT_START 16	/* it began waiting in sched_ext */
-#define EX_EXT_AT_END 32	/* it got the CPU in sched_ext */
 
 /* A wait above its class's threshold. */
 struct violation {
@@ -454,10 +452,6 @@ static __always_inline void explain_violation(struct explanation *ex, const stru
 	}
 	if (ksym_exists(&ext_sched_class)) {
 		ex->flags |= EX_EXT_KNOWN;
-		if (st->flags & WS_EXT)
-			ex->flags |= EX_EXT_AT_START;
-		if (in_ext)
-			ex->flags |= EX_EXT_AT_END;
 		if ((st->flags & WS_EXT) && !in_ext)
 			ex->flags |= EX_EXT_LEFT;
 	}

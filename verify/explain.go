@@ -15,14 +15,14 @@ import (
 // Kinds of CPU time in an Explanation, named as in its JSON. A task's kind
 // is its scheduling class at the switch that gave it the CPU.
 const (
-	KindIdle     = "idle"      // the idle task: nothing to run, or a CPU still waking
-	KindFair     = "fair"      // the kernel's fair class (EEVDF)
-	KindSchedExt = "sched_ext" // chosen by the sched_ext BPF scheduler
-	KindRTDL     = "rt_dl"     // realtime or deadline priority, PI boosts included
-	KindTask     = "task"      // a task whose class the tracer could not tell
-	KindIRQ      = "irq"       // hardirq handlers
-	KindSoftirq  = "softirq"   // softirqs, in ksoftirqd or on interrupt exit
-	KindUnknown  = "uncovered" // older than the CPU's kept history
+	KindIdle      = "idle"      // the idle task: nothing to run, or a CPU still waking
+	KindFair      = "fair"      // the kernel's fair class (EEVDF)
+	KindSchedExt  = "sched_ext" // chosen by the sched_ext BPF scheduler
+	KindRTDL      = "rt_dl"     // realtime or deadline priority, PI boosts included
+	KindTask      = "task"      // a task whose class the tracer could not tell
+	KindIRQ       = "irq"       // hardirq handlers
+	KindSoftirq   = "softirq"   // softirqs, in ksoftirqd or on interrupt exit
+	KindUncovered = "uncovered" // older than the CPU's kept history
 )
 
 // segKinds are the kinds of enum seg_kind, in its order.
@@ -35,7 +35,7 @@ var segKinds = [...]string{KindIdle, KindFair, KindSchedExt, KindRTDL, KindTask}
 type Explanation struct {
 	// Parts is the wait split by kind, largest first; zero parts are left
 	// out.
-	Parts []Part `json:"parts"`
+	Parts Parts `json:"parts"`
 	// Tasks are the tasks that had the CPU meanwhile, longest first (at
 	// most three; their irq time is in the irq and softirq parts).
 	Tasks []BlamedTask `json:"tasks,omitempty"`
@@ -47,8 +47,8 @@ type Explanation struct {
 	Migrated bool `json:"migrated"`
 	// SchedExtExited says the task began waiting in the sched_ext class
 	// and got the CPU outside it: the BPF scheduler was unloaded or
-	// ejected meanwhile. SchedExt says whether the class could be told at
-	// all (the kernel must list ext_sched_class in kallsyms).
+	// ejected meanwhile. SchedExtKnown says whether the class could be
+	// told at all (the kernel must list ext_sched_class in kallsyms).
 	SchedExtExited bool `json:"sched_ext_exited"`
 	SchedExtKnown  bool `json:"sched_ext_known"`
 }
@@ -115,7 +115,7 @@ func (r *explanationRecord) explanation(classes []string) *Explanation {
 	}
 	e.add(KindIRQ, time.Duration(r.IRQNs))
 	e.add(KindSoftirq, time.Duration(r.SoftirqNs))
-	e.add(KindUnknown, time.Duration(r.Uncovered))
+	e.add(KindUncovered, time.Duration(r.Uncovered))
 	sort.SliceStable(e.Parts, func(i, j int) bool { return e.Parts[i].Time > e.Parts[j].Time })
 	if len(e.Parts) > 0 {
 		e.Cause = e.Parts[0].Kind
@@ -143,9 +143,12 @@ func (e *Explanation) add(kind string, d time.Duration) {
 	}
 }
 
-// Part returns the time of one kind.
-func (e *Explanation) Part(kind string) time.Duration {
-	for _, p := range e.Parts {
+// Parts is a wait split by kind.
+type Parts []Part
+
+// Of returns the time of one kind.
+func (ps Parts) Of(kind string) time.Duration {
+	for _, p := range ps {
 		if p.Kind == kind {
 			return p.Time
 		}
@@ -192,7 +195,7 @@ type CauseSummary struct {
 	// theirs, largest first.
 	Explained uint64        `json:"explained"`
 	Wait      time.Duration `json:"wait_ns"`
-	Parts     []Part        `json:"parts"`
+	Parts     Parts         `json:"parts"`
 	// ByCause counts violations by their largest part.
 	ByCause map[string]uint64 `json:"by_cause"`
 	// Tasks are the tasks named most, by the time they ran in these

@@ -34,7 +34,7 @@ func TestExplanationFromRecord(t *testing.T) {
 	if e == nil {
 		t.Fatal("no explanation from a record marked done")
 	}
-	want := []Part{{KindRTDL, 5 * time.Millisecond}, {KindFair, 2 * time.Millisecond}, {KindSoftirq, time.Millisecond}}
+	want := Parts{{KindRTDL, 5 * time.Millisecond}, {KindFair, 2 * time.Millisecond}, {KindSoftirq, time.Millisecond}}
 	if fmt.Sprint(e.Parts) != fmt.Sprint(want) {
 		t.Errorf("parts %v, want %v (largest first, zero parts left out)", e.Parts, want)
 	}
@@ -61,9 +61,9 @@ func TestExplanationFromRecord(t *testing.T) {
 // the ones without an explanation without adding anything for them.
 func TestCauseSummariesAddUp(t *testing.T) {
 	var c CauseSummaries
-	rt := &Explanation{Parts: []Part{{KindRTDL, 4 * time.Millisecond}, {KindIRQ, time.Millisecond}}, Cause: KindRTDL,
+	rt := &Explanation{Parts: Parts{{KindRTDL, 4 * time.Millisecond}, {KindIRQ, time.Millisecond}}, Cause: KindRTDL,
 		Tasks: []BlamedTask{{PID: 1, Comm: "hog", Kind: KindRTDL, Time: 4 * time.Millisecond}}}
-	fair := &Explanation{Parts: []Part{{KindFair, 3 * time.Millisecond}}, Cause: KindFair, Migrated: true,
+	fair := &Explanation{Parts: Parts{{KindFair, 3 * time.Millisecond}}, Cause: KindFair, Migrated: true,
 		Tasks: []BlamedTask{{PID: 2, Comm: "hog", Kind: KindRTDL, Time: time.Millisecond}, {PID: 3, Comm: "x", Kind: KindFair, Time: 2 * time.Millisecond}}}
 	c.Add(Violation{Class: "inference", Latency: 5 * time.Millisecond, Why: rt})
 	c.Add(Violation{Class: "inference", Latency: 3 * time.Millisecond, Why: fair})
@@ -77,7 +77,7 @@ func TestCauseSummariesAddUp(t *testing.T) {
 	if s.Violations != 3 || s.Explained != 2 || s.Wait != 8*time.Millisecond || s.Migrated != 1 {
 		t.Errorf("violations %d explained %d wait %v migrated %d, want 3, 2, 8ms, 1", s.Violations, s.Explained, s.Wait, s.Migrated)
 	}
-	wantParts := []Part{{KindRTDL, 4 * time.Millisecond}, {KindFair, 3 * time.Millisecond}, {KindIRQ, time.Millisecond}}
+	wantParts := Parts{{KindRTDL, 4 * time.Millisecond}, {KindFair, 3 * time.Millisecond}, {KindIRQ, time.Millisecond}}
 	if fmt.Sprint(s.Parts) != fmt.Sprint(wantParts) {
 		t.Errorf("parts %v, want %v", s.Parts, wantParts)
 	}
@@ -100,7 +100,7 @@ func TestViolationPrinterPrintsTheExplanation(t *testing.T) {
 	var b strings.Builder
 	p := &ViolationPrinter{W: &b, PerSecond: 10}
 	p.Print(Violation{Class: "inference", Comm: "w", PID: 4, Latency: 6 * time.Millisecond, CPU: 1, PrevComm: "hog",
-		Why: &Explanation{Parts: []Part{{KindSoftirq, 6 * time.Millisecond}}, Cause: KindSoftirq}})
+		Why: &Explanation{Parts: Parts{{KindSoftirq, 6 * time.Millisecond}}, Cause: KindSoftirq}})
 	if got := b.String(); !strings.HasPrefix(got, "violation: inference w pid 4 waited 6.00ms on cpu 1: softirq 6.00ms") {
 		t.Errorf("line %q", got)
 	}
@@ -168,12 +168,7 @@ func (j explainedJSON) inference(t *testing.T) CauseSummary {
 
 // share is the part of the summed wait that was of this kind.
 func (s CauseSummary) share(kind string) float64 {
-	for _, p := range s.Parts {
-		if p.Kind == kind {
-			return float64(p.Time) / float64(s.Wait)
-		}
-	}
-	return 0
+	return float64(s.Parts.Of(kind)) / float64(s.Wait)
 }
 
 // the longest-running named task of the summary.

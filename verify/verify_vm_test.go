@@ -178,13 +178,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 
 	t.Run("saturated", func(t *testing.T) {
 		c := run(ctx, 2*time.Second, nil)
-		var ext time.Duration
-		for _, p := range c.Parts {
-			if p.Kind == verify.KindSchedExt {
-				ext = p.Time
-			}
-		}
-		if ext < c.Wait/2 {
+		if ext := c.Parts.Of(verify.KindSchedExt); ext < c.Wait/2 {
 			t.Errorf("tasks the scheduler chose are %v of %v waited, want most of it", ext, c.Wait)
 		}
 		if len(c.Tasks) == 0 || c.Tasks[0].Kind != verify.KindSchedExt {
