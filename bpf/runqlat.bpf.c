@@ -40,6 +40,16 @@
  *  - Every wait above the class's threshold is streamed with what was
  *    running on that CPU meanwhile; a full ring buffer is counted.
  *
+ * What the application feels. A task woken by its own timer (nanosleep,
+ * clock_nanosleep, poll and epoll timeouts: an hrtimer_sleeper) is late
+ * from the timer's expiry, not from sched_waking: between the two lie the
+ * timer interrupt's delivery and whatever kept it from running. For those
+ * wake-ups hrtimer_expire_entry tells the cause, and each wait is kept in
+ * three views (enum hl_view): the wait (sched_waking to switch-in, what
+ * runqlat measures), the felt wait (from the cause when there is one,
+ * else the same), and the cause's delivery (timer expiry to sched_waking,
+ * timer wake-ups only).
+ *
  * Switches the kernel does not report. A probe on sched_switch does not
  * always see every context switch: on some kernels switches away from
  * certain tasks never reach the tracepoint's probes (BPF and ftrace alike),
@@ -92,6 +102,21 @@ const volatile bool kernel_has_ext;	/* CONFIG_SCHED_CLASS_EXT: else every other 
  * whose sched_class is this one is scheduled by the BPF scheduler. */
 extern void ext_sched_class __ksym __weak;
 
+/* The function of every sleeping task's hrtimer (struct hrtimer_sleeper):
+ * an expiring timer with this function wakes the task it belongs to. */
+extern void hrtimer_wakeup __ksym __weak;
+
+/* Which wait a histogram holds. */
+enum hl_view {
+	HL_VIEW_WAIT,		/* sched_waking (or preemption) to switch-in */
+	HL_VIEW_FELT,		/* from the wake-up's cause, where known, to switch-in */
+	HL_VIEW_DELIVERY,	/* timer expiry to sched_waking: timer wake-ups only */
+	HL_VIEWS,
+};
+
+/* Which view the thresholds compare, per class (enum hl_view). */
+const volatile u8 threshold_view[HL_MAX_CLASSES];
+
 /* Counters of what happened, and of everything that was lost. */
 struct rq_counters {
 	u64 wakeups;		/* sched_waking and sched_wakeup_new */
@@ -112,15 +137,17 @@ struct {
 	__type(value, struct rq_counters);
 } counters SEC(".maps");
 
-/* Histogram buckets: index class * HL_HIST_BUCKETS + bucket, per CPU. */
+/* Histogram buckets, per CPU: index (view * hl_nr_classes + class) *
+ * HL_HIST_BUCKETS + bucket (hist_index()). The loader sizes both maps to
+ * the policy's classes. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, HL_MAX_CLASSES * HL_HIST_BUCKETS);
+	__uint(max_entries, HL_VIEWS * HL_MAX_CLASSES * HL_HIST_BUCKETS);
 	__type(key, u32);
 	__type(value, u64);
 } hist SEC(".maps");
 
-/* Exact max and sum per class, per CPU. */
+/* Exact max and sum per view and class (view * hl_nr_classes + class), per CPU. */
 struct class_totals {
 	u64 max;
 	u64 sum;
@@ -128,7 +155,7 @@ struct class_totals {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, HL_MAX_CLASSES);
+	__uint(max_entries, HL_VIEWS * HL_MAX_CLASSES);
 	__type(key, u32);
 	__type(value, struct class_totals);
 } totals SEC(".maps");
@@ -140,14 +167,20 @@ struct task_key {
 	u64 start_time;
 };
 
-/* Identity, exact max and sum, and a histogram. */
+/* One view of a task's waits. */
+struct task_view {
+	u64 max;
+	u64 sum;
+	u32 buckets[HL_HIST_BUCKETS];
+};
+
+/* Identity, and its waits as they were and as it felt them. */
 struct task_hist {
 	u32 tgid;
 	u32 class_id;
 	char comm[HL_COMM_LEN];
-	u64 max;
-	u64 sum;
-	u32 buckets[HL_HIST_BUCKETS];
+	struct task_view wait;
+	struct task_view felt;
 };
 
 struct {
@@ -214,7 +247,9 @@ struct violation {
 	u32 class_id;
 	u32 cpu;
 	u32 prev_pid;		/* what ran on this CPU just before */
-	u32 _pad;
+	u32 caused;		/* a timer's expiry woke it: felt_ns and delivery_ns hold */
+	u64 felt_ns;		/* from the cause to the switch-in */
+	u64 delivery_ns;	/* from the cause to sched_waking */
 	char comm[HL_COMM_LEN];
 	char prev_comm[HL_COMM_LEN];
 	struct explanation why;
@@ -234,6 +269,8 @@ struct {
 struct wait_state {
 	u64 at;		/* when the current wait began; 0: none known */
 	u64 task;	/* raw_tp: the task_struct the pid-keyed entry is for */
+	u64 cause_at;	/* when the timer that woke it expired (CLOCK_MONOTONIC) */
+	u64 delivery;	/* from then to sched_waking */
 	u32 runs;	/* runs accounted for */
 	u32 outs;	/* switch-outs at its last reported switch-out */
 	u32 flags;	/* WS_* */
@@ -245,6 +282,8 @@ struct wait_state {
 #define WS_QUEUED 4	/* `at` is when it left the CPU still runnable */
 #define WS_CPU 8	/* cpu is valid */
 #define WS_EXT 16	/* the wait began in the sched_ext class */
+#define WS_CAUSED 32	/* the current wait's cause is known: cause_at and delivery hold */
+#define WS_KEEP (WS_QUEUED | WS_CAUSED) /* what a switch-out leaves */
 
 /* tp_btf: wait state in task-local storage. */
 struct {
@@ -287,6 +326,8 @@ struct cpu_state {
 	u64 irq_entry;		/* the open hardirq handler's start; 0: none */
 	u64 softirq_entry;	/* the open softirq's start; 0: none */
 	u64 softirq_irq_base;	/* irq_ns when it started */
+	u64 timer_task;		/* the task whose timer is expiring here now; 0: none */
+	u64 timer_cause_at;	/* when that timer was due (CLOCK_MONOTONIC) */
 	u32 head;		/* the newest segment */
 	u32 _pad;
 	struct segment seg[HL_SEGMENTS];
@@ -480,6 +521,51 @@ static __always_inline struct cpu_state *cpu_get(void)
 	return bpf_map_lookup_elem(&cpus, &zero);
 }
 
+/*
+ * A task's timer expired on this CPU: hrtimer_wakeup() is about to wake
+ * it, here, before anything else runs. The timer was due at softexpires
+ * on its clock base, whose offset from CLOCK_MONOTONIC is base_offset.
+ * The task pointer is only compared, never read through: it may be a
+ * task that is not woken after all (it was awake already).
+ */
+static __always_inline void timer_expiring(u64 task, s64 softexpires, s64 base_offset)
+{
+	struct cpu_state *c = cpu_get();
+
+	if (!c)
+		return;
+	c->timer_task = task;
+	c->timer_cause_at = softexpires - base_offset;
+}
+
+/* The timer's function returned: a task it did not wake (one awake
+ * already) must not be taken for woken by it later. */
+static __always_inline void timer_expired(void)
+{
+	struct cpu_state *c = cpu_get();
+
+	if (c)
+		c->timer_task = 0;
+}
+
+/*
+ * A wake-up of the task p: it is the one of the timer expiring on this
+ * CPU, or it has no known cause.
+ */
+static __always_inline void note_cause(struct wait_state *st, u64 p, u64 now)
+{
+	struct cpu_state *c = cpu_get();
+
+	if (c && c->timer_task && c->timer_task == p) {
+		st->cause_at = c->timer_cause_at;
+		st->delivery = now > st->cause_at ? now - st->cause_at : 0;
+		st->flags |= WS_CAUSED;
+		c->timer_task = 0;
+		return;
+	}
+	st->flags &= ~WS_CAUSED;
+}
+
 /* Interrupt time per CPU. Hardirq handlers do not nest; a softirq can be
  * interrupted, and its handlers' time is taken out of the softirq's. */
 static __always_inline void irq_entry(void)
@@ -523,8 +609,19 @@ static __always_inline void softirq_exit(void)
 	c->softirq_entry = 0;
 }
 
+static __always_inline void task_view_add(struct task_view *tv, u64 delta)
+{
+	u32 bucket = hl_hist_bucket(delta);
+
+	if (delta > tv->max)
+		tv->max = delta;
+	__sync_fetch_and_add(&tv->sum, delta);
+	if (bucket < HL_HIST_BUCKETS)
+		__sync_fetch_and_add(&tv->buckets[bucket], 1);
+}
+
 static __always_inline void record_task(struct task_struct *p, const struct hl_task_identity *id,
-					u32 class_id, u64 delta, u32 bucket, struct rq_counters *cnt)
+					u32 class_id, u64 delta, u64 felt, struct rq_counters *cnt)
 {
 	struct task_key key = { .pid = id->pid, .start_time = CORE_READ(p, start_time) };
 	struct task_hist *th;
@@ -548,49 +645,64 @@ static __always_inline void record_task(struct task_struct *p, const struct hl_t
 	}
 	th->class_id = class_id;
 	__builtin_memcpy(th->comm, id->comm, sizeof(th->comm));
-	if (delta > th->max)
-		th->max = delta;
-	__sync_fetch_and_add(&th->sum, delta);
-	if (bucket < HL_HIST_BUCKETS)
-		__sync_fetch_and_add(&th->buckets[bucket], 1);
+	task_view_add(&th->wait, delta);
+	task_view_add(&th->felt, felt);
+}
+
+/* One sample of a view of class cls's waits. */
+static __always_inline void hist_add(u32 view, u32 cls, u64 delta)
+{
+	u32 row = view * hl_nr_classes + cls, key;
+	struct class_totals *tot;
+	u64 *slot;
+
+	key = row * HL_HIST_BUCKETS + hl_hist_bucket(delta);
+	slot = bpf_map_lookup_elem(&hist, &key);
+	if (slot)
+		*slot += 1;
+	tot = bpf_map_lookup_elem(&totals, &row);
+	if (tot) {
+		if (delta > tot->max)
+			tot->max = delta;
+		tot->sum += delta;
+	}
 }
 
 /*
  * A task got the CPU after waiting delta ns: account it to its class, CPU
- * and (optionally) itself, and stream it if it broke the threshold.
+ * and (optionally) itself, in each view, and stream it if it broke the
+ * threshold.
  */
 static __always_inline void record(struct task_struct *next, struct task_struct *prev,
 				   const struct hl_task_identity *id, u32 class_id, u64 delta,
 				   u64 now, struct rq_counters *cnt, const struct cpu_state *c,
 				   const struct wait_state *st, bool in_ext)
 {
-	u32 bucket = hl_hist_bucket(delta), key, cls = class_id, tkey;
-	struct class_totals *tot;
+	u32 cls = class_id;
+	bool caused = st->flags & WS_CAUSED;
 	struct violation *v;
-	u64 *slot, limit;
+	u64 felt = delta, limit;
 
 	if (cls >= HL_MAX_CLASSES)
 		cls = HL_MAX_CLASSES - 1;
-	key = cls * HL_HIST_BUCKETS + bucket;
-	slot = bpf_map_lookup_elem(&hist, &key);
-	if (slot)
-		*slot += 1;
-	tkey = cls;
-	tot = bpf_map_lookup_elem(&totals, &tkey);
-	if (tot) {
-		if (delta > tot->max)
-			tot->max = delta;
-		tot->sum += delta;
-	}
+	/* A timer that expired while the task was still queued from a
+	 * preemption comes after the wait's start: the task felt only the
+	 * part since its timer. */
+	if (caused && st->cause_at <= now)
+		felt = now - st->cause_at;
+	hist_add(HL_VIEW_WAIT, cls, delta);
+	hist_add(HL_VIEW_FELT, cls, felt);
+	if (caused)
+		hist_add(HL_VIEW_DELIVERY, cls, st->delivery);
 	if (cnt)
 		cnt->samples++;
 	if (per_task)
-		record_task(next, id, cls, delta, bucket, cnt);
+		record_task(next, id, cls, delta, felt, cnt);
 
 	/* The mask restates cls < HL_MAX_CLASSES (a power of two) for the
 	 * verifier, which loses the bound when cls is spilled. */
 	limit = threshold_ns[cls & (HL_MAX_CLASSES - 1)];
-	if (!limit || delta <= limit)
+	if (!limit || (threshold_view[cls & (HL_MAX_CLASSES - 1)] == HL_VIEW_FELT ? felt : delta) <= limit)
 		return;
 	v = bpf_ringbuf_reserve(&violations, sizeof(*v), 0);
 	if (!v) {
@@ -605,11 +717,15 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 	v->class_id = cls;
 	v->cpu = bpf_get_smp_processor_id();
 	v->prev_pid = CORE_READ(prev, pid);
-	v->_pad = 0;
+	v->caused = caused;
+	v->felt_ns = felt;
+	v->delivery_ns = caused ? st->delivery : 0;
 	__builtin_memcpy(v->comm, id->comm, sizeof(v->comm));
 	CORE_READ_INTO(&v->prev_comm, &prev->comm);
+	/* Explain the longer of the two: the CPU's history since the wait
+	 * began or since the cause, whichever came first. */
 	if (explain)
-		explain_violation(&v->why, c, st, now - delta, now, in_ext);
+		explain_violation(&v->why, c, st, now - (felt > delta ? felt : delta), now, in_ext);
 	else
 		__builtin_memset(&v->why, 0, sizeof(v->why));
 	bpf_ringbuf_submit(v, 0);
@@ -656,6 +772,21 @@ static __always_inline void stamp_wakeup(struct wait_state *st, u64 now)
 	stamp(st, now);
 }
 
+/* Task p was woken (or created, new_task): its wait starts, with its
+ * cause if this is its timer's wake-up. */
+static __always_inline void woken(struct wait_state *st, u64 p, bool new_task)
+{
+	u64 now = bpf_ktime_get_ns();
+
+	if (new_task) {
+		stamp(st, now);
+		st->flags &= ~WS_CAUSED;
+		return;
+	}
+	stamp_wakeup(st, now);
+	note_cause(st, p, now);
+}
+
 /* n runs of a task, newer than its last accounted run: how many. */
 static __always_inline u32 runs_since(struct wait_state *st, u32 n)
 {
@@ -677,10 +808,11 @@ static __always_inline u32 left_cpu(struct wait_state *st, u32 outs, bool runnab
 
 	st->runs = outs;
 	st->outs = outs;
-	st->flags = (st->flags & WS_QUEUED) | WS_RUNS | WS_OUTS;
+	st->flags = (st->flags & WS_KEEP) | WS_RUNS | WS_OUTS;
 	if (runnable) {
+		/* A preemption: its wait has no cause but the scheduler. */
 		stamp(st, now);
-		st->flags |= WS_QUEUED;
+		st->flags = (st->flags & ~WS_CAUSED) | WS_QUEUED;
 	} else {
 		/* Blocked: a stamp taken during this run is a wake-up in
 		 * flight, from another CPU, and stays. */
@@ -713,6 +845,7 @@ static __always_inline void got_cpu(struct wait_state *st, u32 outs, u64 now, st
 		g->unstamped = 1;
 	st->at = 0;
 	st->runs = outs + 1;
+	/* WS_CAUSED stays for record(); switch_in() drops it. */
 	st->flags = (st->flags & ~WS_QUEUED) | WS_RUNS;
 }
 
@@ -735,9 +868,9 @@ static __always_inline void count_unmeasured(struct task_struct *p, u32 n, struc
  * is next's, to tell whether sched_ext runs it; cached says the class
  * cache in task storage can be used (tp_btf only).
  */
-static __always_inline u32 switch_in(struct task_struct *prev, struct task_struct *next, struct wait_state *st,
-				     u32 outs, u64 sched_class, bool cached, u64 now, struct rq_counters *cnt,
-				     const struct cpu_state *c)
+static __always_inline u32 measure_switch_in(struct task_struct *prev, struct task_struct *next,
+					     struct wait_state *st, u32 outs, u64 sched_class, bool cached,
+					     u64 now, struct rq_counters *cnt, const struct cpu_state *c)
 {
 	struct hl_task_identity id = {};
 	struct got_cpu g = {};
@@ -759,6 +892,17 @@ static __always_inline u32 switch_in(struct task_struct *prev, struct task_struc
 	class_id = cached ? hl_classify_cached(next, &id) : hl_classify_identity(&id);
 	record(next, prev, &id, class_id, g.delta, now, cnt, c, st,
 	       ksym_exists(&ext_sched_class) && sched_class == (u64)&ext_sched_class);
+	return class_id;
+}
+
+/* The same, and the wait's cause is spent. */
+static __always_inline u32 switch_in(struct task_struct *prev, struct task_struct *next, struct wait_state *st,
+				     u32 outs, u64 sched_class, bool cached, u64 now, struct rq_counters *cnt,
+				     const struct cpu_state *c)
+{
+	u32 class_id = measure_switch_in(prev, next, st, outs, sched_class, cached, now, cnt, c);
+
+	st->flags &= ~WS_CAUSED;
 	return class_id;
 }
 
@@ -793,10 +937,7 @@ static __always_inline void wakeup_btf(struct task_struct *p, bool new_task)
 	st = state_btf(p, true, cnt);
 	if (!st)
 		return;
-	if (new_task)
-		stamp(st, bpf_ktime_get_ns());
-	else
-		stamp_wakeup(st, bpf_ktime_get_ns());
+	woken(st, (u64)p, new_task);
 	if (explain && st->at && ksym_exists(&ext_sched_class))
 		note_wait_class(st, (u64)p->sched_class == (u64)&ext_sched_class);
 }
@@ -894,6 +1035,31 @@ int rq_softirq_exit_btf(u64 *ctx)
 	return 0;
 }
 
+/*
+ * TP_PROTO(struct hrtimer *hrtimer, ktime_t *now). A sleeping task's
+ * timer is the first member of its struct hrtimer_sleeper, and the task
+ * follows it.
+ */
+SEC("tp_btf/hrtimer_expire_entry")
+int rq_timer_btf(u64 *ctx)
+{
+	struct hrtimer *timer = (struct hrtimer *)ctx[0];
+
+	if (!ksym_exists(&hrtimer_wakeup) || (u64)timer->function != (u64)&hrtimer_wakeup)
+		return 0;
+	timer_expiring((u64)CORE_READ((struct hrtimer_sleeper *)timer, task), timer->_softexpires,
+		       timer->base->offset);
+	return 0;
+}
+
+/* TP_PROTO(struct hrtimer *hrtimer) */
+SEC("tp_btf/hrtimer_expire_exit")
+int rq_timer_exit_btf(u64 *ctx)
+{
+	timer_expired();
+	return 0;
+}
+
 /* ---- raw_tp fallback: untyped arguments, pid-keyed stamps ------------- */
 
 static __always_inline u32 outs_raw(struct task_struct *p)
@@ -941,10 +1107,7 @@ static __always_inline void wakeup_raw(struct task_struct *p, bool new_task)
 	st = state_pid(p, pid, true, cnt);
 	if (!st)
 		return;
-	if (new_task)
-		stamp(st, bpf_ktime_get_ns());
-	else
-		stamp_wakeup(st, bpf_ktime_get_ns());
+	woken(st, (u64)p, new_task);
 	if (explain && st->at && ksym_exists(&ext_sched_class))
 		note_wait_class(st, (u64)CORE_READ(p, sched_class) == (u64)&ext_sched_class);
 }
@@ -1037,6 +1200,27 @@ SEC("raw_tp/softirq_exit")
 int rq_softirq_exit_raw(u64 *ctx)
 {
 	softirq_exit();
+	return 0;
+}
+
+SEC("raw_tp/hrtimer_expire_entry")
+int rq_timer_raw(u64 *ctx)
+{
+	struct hrtimer *timer = (struct hrtimer *)ctx[0];
+	struct hrtimer_clock_base *base;
+
+	if (!ksym_exists(&hrtimer_wakeup) || (u64)CORE_READ(timer, function) != (u64)&hrtimer_wakeup)
+		return 0;
+	base = CORE_READ(timer, base);
+	timer_expiring((u64)CORE_READ((struct hrtimer_sleeper *)timer, task), CORE_READ(timer, _softexpires),
+		       CORE_READ(base, offset));
+	return 0;
+}
+
+SEC("raw_tp/hrtimer_expire_exit")
+int rq_timer_exit_raw(u64 *ctx)
+{
+	timer_expired();
 	return 0;
 }
 

@@ -37,6 +37,10 @@ const (
 	RunqlatProgRqSoftirqExitRaw         = "rq_softirq_exit_raw"
 	RunqlatProgRqSwitchBtf              = "rq_switch_btf"
 	RunqlatProgRqSwitchRaw              = "rq_switch_raw"
+	RunqlatProgRqTimerBtf               = "rq_timer_btf"
+	RunqlatProgRqTimerExitBtf           = "rq_timer_exit_btf"
+	RunqlatProgRqTimerExitRaw           = "rq_timer_exit_raw"
+	RunqlatProgRqTimerRaw               = "rq_timer_raw"
 	RunqlatProgRqWakeupNewBtf           = "rq_wakeup_new_btf"
 	RunqlatProgRqWakeupNewRaw           = "rq_wakeup_new_raw"
 	RunqlatProgRqWakingBtf              = "rq_waking_btf"
@@ -55,6 +59,7 @@ const (
 	RunqlatVarKernelHasExt              = "kernel_has_ext"
 	RunqlatVarPerTask                   = "per_task"
 	RunqlatVarThresholdNs               = "threshold_ns"
+	RunqlatVarThresholdView             = "threshold_view"
 )
 
 // LoadRunqlat returns the embedded CollectionSpec for Runqlat.
@@ -110,6 +115,10 @@ type RunqlatProgramSpecs struct {
 	RqSoftirqExitRaw  *ebpf.ProgramSpec `ebpf:"rq_softirq_exit_raw"`
 	RqSwitchBtf       *ebpf.ProgramSpec `ebpf:"rq_switch_btf"`
 	RqSwitchRaw       *ebpf.ProgramSpec `ebpf:"rq_switch_raw"`
+	RqTimerBtf        *ebpf.ProgramSpec `ebpf:"rq_timer_btf"`
+	RqTimerExitBtf    *ebpf.ProgramSpec `ebpf:"rq_timer_exit_btf"`
+	RqTimerExitRaw    *ebpf.ProgramSpec `ebpf:"rq_timer_exit_raw"`
+	RqTimerRaw        *ebpf.ProgramSpec `ebpf:"rq_timer_raw"`
 	RqWakeupNewBtf    *ebpf.ProgramSpec `ebpf:"rq_wakeup_new_btf"`
 	RqWakeupNewRaw    *ebpf.ProgramSpec `ebpf:"rq_wakeup_new_raw"`
 	RqWakingBtf       *ebpf.ProgramSpec `ebpf:"rq_waking_btf"`
@@ -150,6 +159,7 @@ type RunqlatVariableSpecs struct {
 	KernelHasExt              *ebpf.VariableSpec `ebpf:"kernel_has_ext"`
 	PerTask                   *ebpf.VariableSpec `ebpf:"per_task"`
 	ThresholdNs               *ebpf.VariableSpec `ebpf:"threshold_ns"`
+	ThresholdView             *ebpf.VariableSpec `ebpf:"threshold_view"`
 }
 
 // RunqlatObjects contains all objects after they have been loaded into the kernel.
@@ -217,6 +227,7 @@ type RunqlatVariables struct {
 	KernelHasExt              *ebpf.Variable `ebpf:"kernel_has_ext"`
 	PerTask                   *ebpf.Variable `ebpf:"per_task"`
 	ThresholdNs               *ebpf.Variable `ebpf:"threshold_ns"`
+	ThresholdView             *ebpf.Variable `ebpf:"threshold_view"`
 }
 
 // RunqlatPrograms contains all programs after they have been loaded into the kernel.
@@ -234,6 +245,10 @@ type RunqlatPrograms struct {
 	RqSoftirqExitRaw  *ebpf.Program `ebpf:"rq_softirq_exit_raw"`
 	RqSwitchBtf       *ebpf.Program `ebpf:"rq_switch_btf"`
 	RqSwitchRaw       *ebpf.Program `ebpf:"rq_switch_raw"`
+	RqTimerBtf        *ebpf.Program `ebpf:"rq_timer_btf"`
+	RqTimerExitBtf    *ebpf.Program `ebpf:"rq_timer_exit_btf"`
+	RqTimerExitRaw    *ebpf.Program `ebpf:"rq_timer_exit_raw"`
+	RqTimerRaw        *ebpf.Program `ebpf:"rq_timer_raw"`
 	RqWakeupNewBtf    *ebpf.Program `ebpf:"rq_wakeup_new_btf"`
 	RqWakeupNewRaw    *ebpf.Program `ebpf:"rq_wakeup_new_raw"`
 	RqWakingBtf       *ebpf.Program `ebpf:"rq_waking_btf"`
@@ -253,6 +268,10 @@ func (p *RunqlatPrograms) Close() error {
 		p.RqSoftirqExitRaw,
 		p.RqSwitchBtf,
 		p.RqSwitchRaw,
+		p.RqTimerBtf,
+		p.RqTimerExitBtf,
+		p.RqTimerExitRaw,
+		p.RqTimerRaw,
 		p.RqWakeupNewBtf,
 		p.RqWakeupNewRaw,
 		p.RqWakingBtf,

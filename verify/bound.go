@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,11 +14,13 @@ import (
 var ErrBadBound = errors.New("bad latency bound")
 
 // boundSyntax is quoted in errors about the overall shape of a spec.
-const boundSyntax = "write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms"
+const boundSyntax = "write [CLASS[/VIEW]:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms"
 
-// A Bound is the latency limits one task class must meet.
+// A Bound is the latency limits one task class must meet, in one view of
+// its waits.
 type Bound struct {
 	Class   string   `json:"class"`
+	View    View     `json:"view"`
 	Clauses []Clause `json:"clauses"`
 }
 
@@ -49,10 +52,11 @@ type Verdict struct {
 
 // ParseBounds parses a latency bound spec:
 //
-//	inference:p99<=200us,max<=5ms;normal:p50<=10ms
+//	inference:p99<=200us,max<=5ms;normal/wait:p50<=10ms
 //
 // Classes are separated by ";", clauses within a class by ",". A part
-// without "CLASS:" applies to defaultClass. A clause is a statistic (pNN or
+// without "CLASS:" applies to defaultClass. "CLASS/VIEW:" names the view
+// the bound checks (ViewFelt, the default, or ViewWait). A clause is a statistic (pNN or
 // pNN.N for a percentile in (0, 100], max, or mean), "<=" (or "<" for a
 // strict bound) and a duration in Go's syntax (ns, us or µs, ms, s, m, h).
 // Spaces around the pieces are ignored and statistics are case-insensitive.
@@ -95,10 +99,18 @@ func HasClasslessPart(spec string) bool {
 
 // parseBound parses one class's part of a spec.
 func parseBound(part, defaultClass string) (Bound, error) {
-	b := Bound{Class: defaultClass}
+	b := Bound{Class: defaultClass, View: ViewFelt}
 	list := part
 	if class, rest, ok := strings.Cut(part, ":"); ok {
 		class = strings.TrimSpace(class)
+		if c, view, ok := strings.Cut(class, "/"); ok {
+			class, view = strings.TrimSpace(c), strings.TrimSpace(view)
+			if !slices.Contains(Views, View(view)) {
+				return Bound{}, boundErrorf(part, "unknown view %q after %q; use %s (from the wake-up's cause, the default) or %s (from the wake-up, as runqlat)",
+					view, class+"/", ViewFelt, ViewWait)
+			}
+			b.View = View(view)
+		}
 		if msg := checkClassName(class); msg != "" {
 			return Bound{}, boundErrorf(part, "%s", msg)
 		}
@@ -257,13 +269,23 @@ func (e *boundError) Unwrap() error {
 }
 
 // String renders the bound so that ParseBounds reads it back unchanged:
-// inference:p99<=200µs,max<=5ms.
+// inference:p99<=200µs,max<=5ms, or inference/wait:... for a bound on the
+// wait view.
 func (b Bound) String() string {
 	parts := make([]string, len(b.Clauses))
 	for i, c := range b.Clauses {
 		parts[i] = c.String()
 	}
-	return b.Class + ":" + strings.Join(parts, ",")
+	return b.Subject() + ":" + strings.Join(parts, ",")
+}
+
+// Subject is what the bound checks: its class, and its view unless that
+// is the default (inference, inference/wait).
+func (b Bound) Subject() string {
+	if b.View != "" && b.View != ViewFelt {
+		return b.Class + "/" + string(b.View)
+	}
+	return b.Class
 }
 
 // Check checks every clause of b against h, the histogram of b's class.

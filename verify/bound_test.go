@@ -17,27 +17,30 @@ func TestParseBounds(t *testing.T) {
 		spec string
 		want []Bound
 	}{
-		{"inference:p99<=200us,max<=5ms", []Bound{{"inference", []Clause{
+		{"inference:p99<=200us,max<=5ms", []Bound{{"inference", ViewFelt, []Clause{
 			p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}}}},
-		{"p99<=200us,max<=5ms", []Bound{{"normal", []Clause{
+		{"p99<=200us,max<=5ms", []Bound{{"normal", ViewFelt, []Clause{
 			p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}}}},
 		{"inference:p99<=200us,max<=5ms;normal:p50<=10ms", []Bound{
-			{"inference", []Clause{p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}},
-			{"normal", []Clause{p("p50", 0.5, 10*time.Millisecond)}}}},
+			{"inference", ViewFelt, []Clause{p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}},
+			{"normal", ViewFelt, []Clause{p("p50", 0.5, 10*time.Millisecond)}}}},
 		{"p99.9<=1ms;inference:p50<=100µs", []Bound{
-			{"normal", []Clause{p("p99.9", 0.999, time.Millisecond)}},
-			{"inference", []Clause{p("p50", 0.5, 100*time.Microsecond)}}}},
-		{"p99.99<=1ms,p90<=1.5ms,mean<=300μs", []Bound{{"normal", []Clause{ // Greek mu
+			{"normal", ViewFelt, []Clause{p("p99.9", 0.999, time.Millisecond)}},
+			{"inference", ViewFelt, []Clause{p("p50", 0.5, 100*time.Microsecond)}}}},
+		{"p99.99<=1ms,p90<=1.5ms,mean<=300μs", []Bound{{"normal", ViewFelt, []Clause{ // Greek mu
 			p("p99.99", 0.9999, time.Millisecond), p("p90", 0.9, 1500*time.Microsecond), p("mean", 0, 300*time.Microsecond)}}}},
-		{"p99<200us", []Bound{{"normal", []Clause{{Stat: "p99", Quantile: 0.99, Limit: 200 * time.Microsecond, Strict: true}}}}},
-		{"  inference : P99 <= 200us ,  MAX<=1s ", []Bound{{"inference", []Clause{
+		{"p99<200us", []Bound{{"normal", ViewFelt, []Clause{{Stat: "p99", Quantile: 0.99, Limit: 200 * time.Microsecond, Strict: true}}}}},
+		{"  inference : P99 <= 200us ,  MAX<=1s ", []Bound{{"inference", ViewFelt, []Clause{
 			p("p99", 0.99, 200*time.Microsecond), p("max", 0, time.Second)}}}},
-		{"p099.900<=1ms,p100<=2ms,p0.5<=1us,p1<=0s", []Bound{{"normal", []Clause{
+		{"p099.900<=1ms,p100<=2ms,p0.5<=1us,p1<=0s", []Bound{{"normal", ViewFelt, []Clause{
 			p("p99.9", 0.999, time.Millisecond), p("p100", 1, 2*time.Millisecond),
 			p("p0.5", 0.005, time.Microsecond), p("p1", 0.01, 0)}}}},
-		{"max<=1h2m3.5s", []Bound{{"normal", []Clause{p("max", 0, time.Hour+2*time.Minute+3500*time.Millisecond)}}}},
-		{"a-b_9:max<=1ms", []Bound{{"a-b_9", []Clause{p("max", 0, time.Millisecond)}}}},
-		{"p99<=1ms,p99<=2ms", []Bound{{"normal", []Clause{p("p99", 0.99, time.Millisecond), p("p99", 0.99, 2*time.Millisecond)}}}},
+		{"max<=1h2m3.5s", []Bound{{"normal", ViewFelt, []Clause{p("max", 0, time.Hour+2*time.Minute+3500*time.Millisecond)}}}},
+		{"a-b_9:max<=1ms", []Bound{{"a-b_9", ViewFelt, []Clause{p("max", 0, time.Millisecond)}}}},
+		{"p99<=1ms,p99<=2ms", []Bound{{"normal", ViewFelt, []Clause{p("p99", 0.99, time.Millisecond), p("p99", 0.99, 2*time.Millisecond)}}}},
+		{"inference/wait:p99<=1ms; normal / felt :max<=1s", []Bound{
+			{"inference", ViewWait, []Clause{p("p99", 0.99, time.Millisecond)}},
+			{"normal", ViewFelt, []Clause{p("max", 0, time.Second)}}}},
 	}
 	for _, tt := range tests {
 		got, err := ParseBounds(tt.spec, "normal")
@@ -56,7 +59,7 @@ func TestParseBoundsErrors(t *testing.T) {
 		spec, defaultClass, want string
 	}{
 		{"inference:p99<=abc", "normal", `bound "inference:p99<=abc": "abc" is not a duration (use e.g. 200us, 5ms)`},
-		{"", "normal", `bound "": empty bound; write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{"", "normal", `bound "": empty bound; write [CLASS[/VIEW]:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
 		{"p99<=200", "normal", `bound "p99<=200": "200" has no unit (use e.g. 200us, 5ms)`},
 		{"p99<=-5ms", "normal", `bound "p99<=-5ms": "-5ms" is negative; a latency limit must be 0 or more`},
 		{"p99<=", "normal", `bound "p99<=": "p99<=" has no limit after the operator; e.g. p99<=200us`},
@@ -73,9 +76,11 @@ func TestParseBoundsErrors(t *testing.T) {
 		{"p100.1<=1ms", "normal", `bound "p100.1<=1ms": "p100.1": a percentile is at most 100 (use p50, p99, p99.9, ..., max or mean)`},
 		{"p101<=1ms", "normal", `bound "p101<=1ms": "p101": a percentile is at most 100 (use p50, p99, p99.9, ..., max or mean)`},
 		{"p1000<=1ms", "normal", `bound "p1000<=1ms": "p1000": a percentile is at most 100 (use p50, p99, p99.9, ..., max or mean)`},
-		{"p99<=1ms,", "normal", `bound "p99<=1ms,": empty clause; write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
-		{"p99<=1ms;", "normal", `bound "p99<=1ms;": empty class bound between ';'; write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
-		{"inference:", "normal", `bound "inference:": empty clause; write [CLASS:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{"p99<=1ms,", "normal", `bound "p99<=1ms,": empty clause; write [CLASS[/VIEW]:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{"p99<=1ms;", "normal", `bound "p99<=1ms;": empty class bound between ';'; write [CLASS[/VIEW]:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{"inference:", "normal", `bound "inference:": empty clause; write [CLASS[/VIEW]:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms`},
+		{"inference/run:p99<=1ms", "normal", `bound "inference/run:p99<=1ms": unknown view "run" after "inference/"; use felt (from the wake-up's cause, the default) or wait (from the wake-up, as runqlat)`},
+		{"inference/:p99<=1ms", "normal", `bound "inference/:p99<=1ms": unknown view "" after "inference/"; use felt (from the wake-up's cause, the default) or wait (from the wake-up, as runqlat)`},
 		{":p99<=1ms", "normal", `bound ":p99<=1ms": empty class name before ':'; class names are 1 to 15 characters of a-z, 0-9, _ and -`},
 		{"Inference:p99<=1ms", "normal", `bound "Inference:p99<=1ms": class name "Inference" has 'I'; class names are 1 to 15 characters of a-z, 0-9, _ and -`},
 		{"abcdefghijklmnop:p99<=1ms", "normal", `bound "abcdefghijklmnop:p99<=1ms": class name "abcdefghijklmnop" is too long; class names are 1 to 15 characters of a-z, 0-9, _ and -`},

@@ -35,8 +35,11 @@ type TracerConfig struct {
 	// scheduler.
 	Table *policy.Table
 	// Thresholds streams each wait above the class's threshold as a
-	// Violation; classes without one stream nothing.
-	Thresholds map[string]time.Duration
+	// Violation; classes without one stream nothing. ThresholdViews says
+	// which view of a wait a class's threshold compares (ViewFelt unless
+	// given).
+	Thresholds     map[string]time.Duration
+	ThresholdViews map[string]View
 	// FilterTGID and FilterComm (a prefix) restrict the tracer to one
 	// process or to matching threads; zero values trace everything.
 	FilterTGID uint32
@@ -44,8 +47,8 @@ type TracerConfig struct {
 	// with the other filters.
 	FilterTIDs []uint32
 	FilterComm string
-	// PerTask keeps a histogram per task, for up to MaxTasks tasks
-	// (default 1024, about 8 KiB each); samples of tasks beyond that are
+	// PerTask keeps histograms per task (the wait and the felt view),
+	// for up to MaxTasks tasks (default 1024, about 16 KiB each); samples of tasks beyond that are
 	// counted as dropped from the per-task view.
 	PerTask  bool
 	MaxTasks int
@@ -67,6 +70,42 @@ type TracerConfig struct {
 	// explain.
 	Explain bool
 }
+
+// A View is one way to measure a wait: from where it starts to the
+// switch that ends it.
+type View string
+
+const (
+	// ViewFelt measures from the wake-up's cause where the kernel tells
+	// it, else from the wake-up: what the application feels. The cause
+	// known today is a sleeping task's own timer (nanosleep,
+	// clock_nanosleep, poll and epoll timeouts): such a wait starts at
+	// the timer's expiry, and the interrupt's delivery counts.
+	ViewFelt View = "felt"
+	// ViewWait measures from the wake-up (sched_waking) or the
+	// preemption, as runqlat does: the run queue alone.
+	ViewWait View = "wait"
+)
+
+// Views are the views a bound can check, the default first.
+var Views = []View{ViewFelt, ViewWait}
+
+// viewIndex mirrors enum hl_view.
+func (v View) index() uint8 {
+	if v == ViewWait {
+		return 0
+	}
+	return 1
+}
+
+// Number of views the BPF side keeps (enum hl_view): the wait, the felt
+// wait and the timer's delivery.
+const (
+	bpfViewWait = iota
+	bpfViewFelt
+	bpfViewDelivery
+	bpfViews
+)
 
 // MaxFilterTIDs is how many threads TracerConfig.FilterTIDs may name.
 const MaxFilterTIDs = 16
@@ -105,6 +144,10 @@ func hookPrograms(hook string, explain bool) []hookProgram {
 		suffix = "_raw"
 		progs = append(progs, hookProgram{"rq_free_raw", "sched_process_free"})
 	}
+	// A timer's expiry is noted before its wake-up can be seen.
+	progs = append(progs,
+		hookProgram{"rq_timer_exit" + suffix, "hrtimer_expire_exit"},
+		hookProgram{"rq_timer" + suffix, "hrtimer_expire_entry"})
 	if explain {
 		progs = append(progs,
 			hookProgram{"rq_irq_entry" + suffix, "irq_handler_entry"},
@@ -121,6 +164,11 @@ func hookPrograms(hook string, explain bool) []hookProgram {
 // Attach loads the tracer and attaches it to the scheduler tracepoints.
 // On any error nothing stays attached.
 func Attach(cfg TracerConfig) (*Tracer, error) {
+	// What attach() sets up, checked before anything is loaded.
+	var views [policy.MaxClasses]uint8
+	for i := range views {
+		views[i] = ViewFelt.index()
+	}
 	if cfg.Table == nil {
 		return nil, fmt.Errorf("%w: no policy", ErrBadTracerConfig)
 	}
@@ -146,6 +194,16 @@ func Attach(cfg TracerConfig) (*Tracer, error) {
 		}
 		thresholds[i] = uint64(d.Nanoseconds())
 	}
+	for name, v := range cfg.ThresholdViews {
+		i := indexOf(cfg.Table.Names, name)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: view for unknown class %q (classes: %v)", ErrBadTracerConfig, name, cfg.Table.Names)
+		}
+		if !slices.Contains(Views, v) {
+			return nil, fmt.Errorf("%w: view %q for class %q: use one of %v", ErrBadTracerConfig, v, name, Views)
+		}
+		views[i] = v.index()
+	}
 	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON"); err != nil {
 		return nil, err
 	}
@@ -162,7 +220,7 @@ func Attach(cfg TracerConfig) (*Tracer, error) {
 	}
 	var errs []error
 	for _, hook := range hooks {
-		t, err := attach(cfg, thresholds, hook)
+		t, err := attach(cfg, thresholds, views, hook)
 		if err == nil {
 			return t, nil
 		}
@@ -171,7 +229,7 @@ func Attach(cfg TracerConfig) (*Tracer, error) {
 	return nil, fmt.Errorf("attach the run-queue tracer: %w", errors.Join(errs...))
 }
 
-func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string) (_ *Tracer, err error) {
+func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [policy.MaxClasses]uint8, hook string) (_ *Tracer, err error) {
 	spec, err := bpf.LoadRunqlat()
 	if err != nil {
 		return nil, err
@@ -197,6 +255,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 		"hl_rule_kinds":   cfg.Table.RuleKinds(),
 		"hl_nr_classes":   cfg.Table.NrClasses(),
 		"threshold_ns":    thresholds,
+		"threshold_view":  views,
 		"filter_tgid":     cfg.FilterTGID,
 		"filter_tids":     tids,
 		"filter_nr_tids":  uint32(len(cfg.FilterTIDs)),
@@ -214,6 +273,10 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, hook string)
 	if cfg.RingBufferBytes > 0 {
 		spec.Maps["violations"].MaxEntries = uint32(cfg.RingBufferBytes)
 	}
+	// One histogram row per view and class actually in the policy.
+	rows := uint32(bpfViews * cfg.Table.NrClasses())
+	spec.Maps["hist"].MaxEntries = rows * NumBuckets
+	spec.Maps["totals"].MaxEntries = rows
 	if cfg.MaxTasks > 0 {
 		spec.Maps["tasks"].MaxEntries = uint32(cfg.MaxTasks)
 	}
@@ -331,10 +394,25 @@ type countersRecord struct {
 	UnmeasuredWaits, UnstampedWaits, UnreportedSwitches                    uint64
 }
 
-// ClassLatency is one class's run-queue latency.
+// ClassLatency is one class's run-queue latency, in each view.
 type ClassLatency struct {
-	Class string     `json:"class"`
-	Hist  *Histogram `json:"histogram"`
+	Class string `json:"class"`
+	// Hist is the wait view: from the wake-up or preemption.
+	Hist *Histogram `json:"histogram"`
+	// Felt is the felt view: from the wake-up's cause where known.
+	Felt *Histogram `json:"felt_histogram"`
+	// TimerDelivery is, for the waits a timer's expiry began, the time
+	// from the expiry to the wake-up (the interrupt's delivery and
+	// handling); its count is how many waits had a known cause.
+	TimerDelivery *Histogram `json:"timer_delivery_histogram"`
+}
+
+// View returns the histogram of view v.
+func (c ClassLatency) View(v View) *Histogram {
+	if v == ViewWait {
+		return c.Hist
+	}
+	return c.Felt
 }
 
 // CPULatency is the run-queue latency of the tasks switched in on a CPU.
@@ -343,13 +421,14 @@ type CPULatency struct {
 	Hist *Histogram `json:"histogram"`
 }
 
-// TaskLatency is one task's run-queue latency.
+// TaskLatency is one task's run-queue latency, as waited and as felt.
 type TaskLatency struct {
 	PID   uint32     `json:"pid"`
 	TGID  uint32     `json:"tgid"`
 	Comm  string     `json:"comm"`
 	Class string     `json:"class"`
 	Hist  *Histogram `json:"histogram"`
+	Felt  *Histogram `json:"felt_histogram"`
 }
 
 // Snapshot is everything the tracer has measured so far.
@@ -404,10 +483,11 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 	}
 	s.Counters = c
 
-	classCounts := make([][]uint64, len(t.classes))
-	cpuCounts := make([][]uint64, ncpu)
-	for i := range classCounts {
-		classCounts[i] = make([]uint64, NumBuckets)
+	nclass := len(t.classes)
+	counts := make([][]uint64, bpfViews*nclass) // by view * nclass + class
+	cpuCounts := make([][]uint64, ncpu)         // the wait view
+	for i := range counts {
+		counts[i] = make([]uint64, NumBuckets)
 	}
 	for i := range cpuCounts {
 		cpuCounts[i] = make([]uint64, NumBuckets)
@@ -418,13 +498,15 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 	)
 	it := t.coll.Maps["hist"].Iterate()
 	for it.Next(&key, &values) {
-		class, bucket := int(key)/NumBuckets, int(key)%NumBuckets
-		if class >= len(t.classes) {
+		row, bucket := int(key)/NumBuckets, int(key)%NumBuckets
+		if row >= len(counts) {
 			continue
 		}
 		for cpu, n := range values {
-			classCounts[class][bucket] += n
-			cpuCounts[cpu][bucket] += n
+			counts[row][bucket] += n
+			if row < nclass {
+				cpuCounts[cpu][bucket] += n
+			}
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -433,24 +515,35 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 
 	cpuMax := make([]uint64, ncpu)
 	cpuSum := make([]uint64, ncpu)
-	for i, name := range t.classes {
+	hists := make([]*Histogram, len(counts))
+	for row := range counts {
 		var tot []classTotals
-		if err := t.coll.Maps["totals"].Lookup(uint32(i), &tot); err != nil {
+		if err := t.coll.Maps["totals"].Lookup(uint32(row), &tot); err != nil {
 			return nil, fmt.Errorf("read class totals: %w", err)
 		}
 		var mx, sum uint64
 		for cpu, c := range tot {
 			mx = max(mx, c.Max)
 			sum += c.Sum
-			cpuMax[cpu] = max(cpuMax[cpu], c.Max)
-			cpuSum[cpu] += c.Sum
+			if row < nclass {
+				cpuMax[cpu] = max(cpuMax[cpu], c.Max)
+				cpuSum[cpu] += c.Sum
+			}
 		}
-		h, err := FromBuckets(classCounts[i], mx)
+		h, err := FromBuckets(counts[row], mx)
 		if err != nil {
 			return nil, err
 		}
 		h.SetSum(sum)
-		s.Classes = append(s.Classes, ClassLatency{Class: name, Hist: h})
+		hists[row] = h
+	}
+	for i, name := range t.classes {
+		s.Classes = append(s.Classes, ClassLatency{
+			Class:         name,
+			Hist:          hists[bpfViewWait*nclass+i],
+			Felt:          hists[bpfViewFelt*nclass+i],
+			TimerDelivery: hists[bpfViewDelivery*nclass+i],
+		})
 	}
 	for cpu := range cpuCounts {
 		h, err := FromBuckets(cpuCounts[cpu], cpuMax[cpu])
@@ -469,14 +562,32 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 	return s, nil
 }
 
-// taskRecord mirrors struct task_hist.
-type taskRecord struct {
-	TGID    uint32
-	ClassID uint32
-	Comm    [policy.CommLen]byte
+// taskViewRecord mirrors struct task_view.
+type taskViewRecord struct {
 	Max     uint64
 	Sum     uint64
 	Buckets [NumBuckets]uint32
+}
+
+func (r *taskViewRecord) histogram() (*Histogram, error) {
+	counts := make([]uint64, NumBuckets)
+	for i, n := range r.Buckets {
+		counts[i] = uint64(n)
+	}
+	h, err := FromBuckets(counts, r.Max)
+	if err != nil {
+		return nil, err
+	}
+	h.SetSum(r.Sum)
+	return h, nil
+}
+
+// taskRecord mirrors struct task_hist.
+type taskRecord struct {
+	TGID       uint32
+	ClassID    uint32
+	Comm       [policy.CommLen]byte
+	Wait, Felt taskViewRecord
 }
 
 type taskKey struct {
@@ -491,22 +602,21 @@ func (t *Tracer) tasks() ([]TaskLatency, error) {
 		rec taskRecord
 		out []TaskLatency
 	)
-	counts := make([]uint64, NumBuckets)
 	it := t.coll.Maps["tasks"].Iterate()
 	for it.Next(&key, &rec) {
-		for i, n := range rec.Buckets {
-			counts[i] = uint64(n)
-		}
-		h, err := FromBuckets(counts, rec.Max)
+		wait, err := rec.Wait.histogram()
 		if err != nil {
 			return nil, err
 		}
-		h.SetSum(rec.Sum)
+		felt, err := rec.Felt.histogram()
+		if err != nil {
+			return nil, err
+		}
 		class := ""
 		if int(rec.ClassID) < len(t.classes) {
 			class = t.classes[rec.ClassID]
 		}
-		out = append(out, TaskLatency{PID: key.PID, TGID: rec.TGID, Comm: cString(rec.Comm[:]), Class: class, Hist: h})
+		out = append(out, TaskLatency{PID: key.PID, TGID: rec.TGID, Comm: cString(rec.Comm[:]), Class: class, Hist: wait, Felt: felt})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read per-task histograms: %w", err)
@@ -535,6 +645,12 @@ type Violation struct {
 	CPU      uint32        `json:"cpu"`
 	PrevPID  uint32        `json:"prev_pid"`
 	PrevComm string        `json:"prev_comm"`
+	// Caused says a timer's expiry woke the task: Felt is from then to
+	// the switch-in and TimerDelivery from then to the wake-up. Without a
+	// known cause Felt is Latency.
+	Caused        bool          `json:"caused,omitempty"`
+	Felt          time.Duration `json:"felt_ns"`
+	TimerDelivery time.Duration `json:"timer_delivery_ns,omitempty"`
 	// Why is where the wait went, if the tracer was asked to explain.
 	Why *Explanation `json:"why,omitempty"`
 }
@@ -543,7 +659,8 @@ type Violation struct {
 type violationRecord struct {
 	AtNs, LatencyNs         uint64
 	PID, TGID, ClassID, CPU uint32
-	PrevPID, _              uint32
+	PrevPID, Caused         uint32
+	FeltNs, DeliveryNs      uint64
 	Comm, PrevComm          [policy.CommLen]byte
 	Why                     explanationRecord
 }
@@ -576,6 +693,7 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 			At: time.Duration(v.AtNs), Latency: time.Duration(v.LatencyNs),
 			PID: v.PID, TGID: v.TGID, Comm: cString(v.Comm[:]), Class: class, CPU: v.CPU,
 			PrevPID: v.PrevPID, PrevComm: cString(v.PrevComm[:]),
+			Caused: v.Caused != 0, Felt: time.Duration(v.FeltNs), TimerDelivery: time.Duration(v.DeliveryNs),
 			Why: v.Why.explanation(t.classes),
 		})
 	}

@@ -330,7 +330,7 @@ func TestTracerMeasuresAKnownWait(t *testing.T) {
 	}
 	// The thread may have run under Go's name before it was renamed: a
 	// few of its samples belong to the normal class.
-	inference := s.class("inference")
+	inference := s.class("inference", ViewWait)
 	if inference.Count() < h.Count()*9/10 || time.Duration(inference.Max()) < time.Duration(h.Max()) {
 		t.Errorf("inference class (%d samples, max %v) does not contain the sleeper's samples", inference.Count(), time.Duration(inference.Max()))
 	}
@@ -359,7 +359,7 @@ func TestTracerCountsRingBufferLoss(t *testing.T) {
 	if s.Counters.RingbufDrops == 0 {
 		t.Errorf("no ring buffer drops counted for %d samples into a %d-byte ring", s.Counters.Samples, os.Getpagesize())
 	}
-	if got := s.class("normal").Count() + s.class("inference").Count(); got != s.Counters.Samples {
+	if got := s.class("normal", ViewWait).Count() + s.class("inference", ViewWait).Count(); got != s.Counters.Samples {
 		t.Errorf("histograms hold %d samples, counters say %d", got, s.Counters.Samples)
 	}
 }
@@ -701,5 +701,87 @@ func TestTracerFiltersByThread(t *testing.T) {
 	}
 	if _, err := Attach(TracerConfig{Table: &policy.Table{}, FilterTIDs: make([]uint32, MaxFilterTIDs+1)}); !errors.Is(err, ErrBadTracerConfig) {
 		t.Errorf("%d thread ids: %v, want ErrBadTracerConfig", MaxFilterTIDs+1, err)
+	}
+}
+
+// A thread woken by its own timer feels its wait from the timer's expiry:
+// the felt view is the wait from the wake-up plus the timer's delivery,
+// sample by sample, and never more than the thread itself measures. A
+// thread woken through a pipe has no known cause: it feels the wait.
+func TestTracerFeltStartsAtTheTimer(t *testing.T) {
+	requireRoot(t)
+	const n, period = 300, time.Millisecond
+	start := make(chan struct{})
+	var worst time.Duration // the timer thread's own worst lateness
+	var wg sync.WaitGroup
+	wg.Add(2)
+	// SCHED_FIFO: nothing preempts it, so each of its waits is a wake-up,
+	// and the lateness it reads is its timer's wait and the way back.
+	timerTID, _ := onThread(t, "infer-timer", -1, 1, func() {
+		defer wg.Done()
+		<-start
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		next := ts.Nano()
+		for range n {
+			next += int64(period)
+			due := unix.NsecToTimespec(next)
+			for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &due, nil) == unix.EINTR {
+			}
+			unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+			worst = max(worst, time.Duration(ts.Nano()-next))
+		}
+	})
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pipe[0])
+	defer unix.Close(pipe[1])
+	pipeTID, _ := onThread(t, "infer-pipe", -1, 0, func() {
+		defer wg.Done()
+		var b [1]byte
+		for range n / 10 {
+			if _, err := unix.Read(pipe[0], b[:]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	tr := attachForTest(t, TracerConfig{PerTask: true, FilterTIDs: []uint32{uint32(timerTID), uint32(pipeTID)}})
+	close(start)
+	for range n / 10 {
+		time.Sleep(5 * time.Millisecond)
+		unix.Write(pipe[1], []byte{1})
+	}
+	wg.Wait()
+	tr.Stop()
+	s, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	timer, piped := taskByPID(t, s, timerTID), taskByPID(t, s, pipeTID)
+	delivery := s.class("inference", ViewWait) // both threads are inference
+	for _, c := range s.Classes {
+		if c.Class == "inference" {
+			delivery = c.TimerDelivery
+		}
+	}
+	t.Logf("timer thread: %d waits, wait sum %s, felt sum %s, felt max %s (its own worst lateness %s); %d timer wake-ups, delivery sum %s",
+		timer.Hist.Count(), time.Duration(timer.Hist.Sum()), time.Duration(timer.Felt.Sum()), time.Duration(timer.Felt.Max()), worst,
+		delivery.Count(), time.Duration(delivery.Sum()))
+	if delivery.Count() < n*9/10 || delivery.Count() > timer.Hist.Count() {
+		t.Errorf("%d timer wake-ups seen for %d sleeps and %d measured waits: want most sleeps, and none that was not a wait", delivery.Count(), n, timer.Hist.Count())
+	}
+	if timer.Felt.Count() != timer.Hist.Count() || timer.Felt.Sum() != timer.Hist.Sum()+delivery.Sum() {
+		t.Errorf("felt: %d waits summing %d ns; want the %d waits' %d ns plus the timers' delivery, %d ns",
+			timer.Felt.Count(), timer.Felt.Sum(), timer.Hist.Count(), timer.Hist.Sum(), delivery.Sum())
+	}
+	if time.Duration(timer.Felt.Max()) > worst {
+		t.Errorf("the tracer's longest felt wait %s is longer than the thread's own worst lateness %s", time.Duration(timer.Felt.Max()), worst)
+	}
+	if piped.Hist.Count() == 0 || piped.Felt.Count() != piped.Hist.Count() || piped.Felt.Sum() != piped.Hist.Sum() || piped.Felt.Max() != piped.Hist.Max() {
+		t.Errorf("pipe thread: felt %d waits, %d ns, max %d; wait %d, %d ns, max %d: want them equal (no known cause)",
+			piped.Felt.Count(), piped.Felt.Sum(), piped.Felt.Max(), piped.Hist.Count(), piped.Hist.Sum(), piped.Hist.Max())
 	}
 }

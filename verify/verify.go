@@ -30,6 +30,7 @@ type Options struct {
 // ClassVerdicts are the verdicts of one class's bound.
 type ClassVerdicts struct {
 	Class    string    `json:"class"`
+	View     View      `json:"view"`
 	Verdicts []Verdict `json:"verdicts"`
 }
 
@@ -57,18 +58,21 @@ type Result struct {
 // KeptViolations is how many of the longest violations a Result keeps.
 const KeptViolations = 100
 
-// Thresholds turns bounds into per-class streaming thresholds: the
-// tightest limit of each class's clauses.
-func Thresholds(bounds []Bound) map[string]time.Duration {
-	th := map[string]time.Duration{}
+// Thresholds turns bounds into per-class streaming thresholds, the
+// tightest limit of each class's clauses, and the view each compares.
+func Thresholds(bounds []Bound) (map[string]time.Duration, map[string]View) {
+	th, views := map[string]time.Duration{}, map[string]View{}
 	for _, b := range bounds {
+		if b.View != "" {
+			views[b.Class] = b.View
+		}
 		for _, c := range b.Clauses {
 			if cur, ok := th[b.Class]; !ok || c.Limit < cur {
 				th[b.Class] = c.Limit
 			}
 		}
 	}
-	return th
+	return th, views
 }
 
 // Run attaches the tracer, measures for the duration and checks the
@@ -83,7 +87,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	if opts.Tracer.Thresholds == nil {
-		opts.Tracer.Thresholds = Thresholds(opts.Bounds)
+		opts.Tracer.Thresholds, opts.Tracer.ThresholdViews = Thresholds(opts.Bounds)
 	}
 	t, err := Attach(opts.Tracer)
 	if err != nil {
@@ -162,11 +166,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		res.Cost = cost
 	}
 	for _, b := range opts.Bounds {
-		h := snap.class(b.Class)
+		h := snap.class(b.Class, b.View)
 		if h.Count() == 0 {
 			res.Unmeasured = append(res.Unmeasured, b.Class)
 		}
-		cv := ClassVerdicts{Class: b.Class, Verdicts: b.Check(h)}
+		cv := ClassVerdicts{Class: b.Class, View: b.View, Verdicts: b.Check(h)}
 		for _, v := range cv.Verdicts {
 			res.Pass = res.Pass && v.Pass
 		}
@@ -175,10 +179,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return res, nil
 }
 
-func (s *Snapshot) class(name string) *Histogram {
+func (s *Snapshot) class(name string, v View) *Histogram {
 	for _, c := range s.Classes {
 		if c.Class == name {
-			return c.Hist
+			return c.View(v)
 		}
 	}
 	return &Histogram{}
@@ -214,9 +218,15 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	s := r.Snapshot
 	fmt.Fprintf(w, "run-queue latency over %s (hook %s; percentiles are bucket upper edges, <= 3.2%% high)\n\n",
 		s.Elapsed.Round(time.Millisecond), s.Hook)
-	t := report.Table{Header: append([]string{"class"}, report.LatencyColumns()...)}
+	fmt.Fprintln(w, "felt: from the wake-up's cause where the kernel tells it (a timer's expiry), else from the wake-up;")
+	fmt.Fprintln(w, "wait: from the wake-up or preemption, as runqlat; timer: a timer's expiry to its wake-up, timer wake-ups only")
+	t := report.Table{Header: append([]string{"class", "view"}, report.LatencyColumns()...)}
 	for _, c := range s.Classes {
-		t.Add(append([]string{c.Class}, report.Summarize(c.Hist).Cells()...)...)
+		t.Add(append([]string{c.Class, string(ViewFelt)}, report.Summarize(c.Felt).Cells()...)...)
+		t.Add(append([]string{"", string(ViewWait)}, report.Summarize(c.Hist).Cells()...)...)
+		if c.TimerDelivery.Count() > 0 {
+			t.Add(append([]string{"", "timer"}, report.Summarize(c.TimerDelivery).Cells()...)...)
+		}
 	}
 	if err := t.WriteText(w); err != nil {
 		return err
@@ -249,10 +259,11 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 		}
 	}
 	if len(top) > 0 {
-		fmt.Fprintf(w, "\ntop %d tasks by p99:\n", len(top))
-		t := report.Table{Header: append([]string{"pid", "comm", "class"}, report.LatencyColumns()...)}
+		fmt.Fprintf(w, "\ntop %d threads by p99 of the wait:\n", len(top))
+		t := report.Table{Header: append([]string{"tid", "comm", "class", "view"}, report.LatencyColumns()...)}
 		for _, tk := range top {
-			t.Add(append([]string{fmt.Sprint(tk.PID), tk.Comm, tk.Class}, report.Summarize(tk.Hist).Cells()...)...)
+			t.Add(append([]string{fmt.Sprint(tk.PID), tk.Comm, tk.Class, string(ViewFelt)}, report.Summarize(tk.Felt).Cells()...)...)
+			t.Add(append([]string{"", "", "", string(ViewWait)}, report.Summarize(tk.Hist).Cells()...)...)
 		}
 		if err := t.WriteText(w); err != nil {
 			return err
@@ -262,7 +273,7 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	fmt.Fprintln(w)
 	for _, b := range r.Bounds {
 		for _, v := range b.Verdicts {
-			fmt.Fprintf(w, "%s %s\n", b.Class, v)
+			fmt.Fprintf(w, "%s %s\n", Bound{Class: b.Class, View: b.View}.Subject(), v)
 		}
 	}
 	if len(r.Bounds) > 0 {

@@ -50,12 +50,22 @@ func (p *ViolationPrinter) Print(v Violation) {
 	p.inWindow++
 	p.Printed++
 	if v.Why != nil {
-		fmt.Fprintf(p.W, "violation: %s %s pid %d waited %s on cpu %d: %s\n",
-			v.Class, v.Comm, v.PID, report.Duration(v.Latency), v.CPU, v.Why)
+		fmt.Fprintf(p.W, "violation: %s %s pid %d %s on cpu %d: %s\n",
+			v.Class, v.Comm, v.PID, v.waited(), v.CPU, v.Why)
 		return
 	}
-	fmt.Fprintf(p.W, "violation: %s %s pid %d waited %s on cpu %d while %s (pid %d) ran\n",
-		v.Class, v.Comm, v.PID, report.Duration(v.Latency), v.CPU, v.PrevComm, v.PrevPID)
+	fmt.Fprintf(p.W, "violation: %s %s pid %d %s on cpu %d while %s (pid %d) ran\n",
+		v.Class, v.Comm, v.PID, v.waited(), v.CPU, v.PrevComm, v.PrevPID)
+}
+
+// waited says how long v waited, and, if its timer woke it, how long it
+// felt and how much of that came before the wake-up.
+func (v Violation) waited() string {
+	if !v.Caused {
+		return "waited " + report.Duration(v.Latency)
+	}
+	return fmt.Sprintf("waited %s, %s from its timer's expiry (%s to the wake-up)",
+		report.Duration(v.Latency), report.Duration(v.Felt), report.Duration(v.TimerDelivery))
 }
 
 // Flush writes how many violations of the current second were not

@@ -53,6 +53,9 @@ type Run struct {
 	// latency of the lane's threads (periodic tasks and cyclictest's
 	// measuring threads), all repeats merged.
 	Lane *verify.Histogram `json:"lane_tracer"`
+	// LaneFelt is the same threads' waits as they felt them: a wait a
+	// timer's expiry began is measured from the expiry.
+	LaneFelt *verify.Histogram `json:"lane_felt"`
 	// Classes is the tracer's run-queue latency per policy class.
 	Classes []verify.ClassLatency `json:"classes"`
 	// TracerLosses counts what the tracer could not record.
@@ -136,10 +139,12 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 			Periodic:   make([]PeriodicResult, len(b.Workload.Periodic)),
 			Cyclictest: make([]CyclictestResult, len(b.Workload.Cyclictest)),
 			Lane:       &verify.Histogram{},
+			LaneFelt:   &verify.Histogram{},
 			CPUs:       runtime.NumCPU(),
 		}
 		for _, class := range table.Names {
-			runs[i].Classes = append(runs[i].Classes, verify.ClassLatency{Class: class, Hist: &verify.Histogram{}})
+			runs[i].Classes = append(runs[i].Classes, verify.ClassLatency{Class: class,
+				Hist: &verify.Histogram{}, Felt: &verify.Histogram{}, TimerDelivery: &verify.Histogram{}})
 		}
 	}
 	repeats := max(b.Repeats, 1)
@@ -229,11 +234,14 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	}
 	for i, c := range snap.Classes {
 		r.Classes[i].Hist.Merge(c.Hist)
+		r.Classes[i].Felt.Merge(c.Felt)
+		r.Classes[i].TimerDelivery.Merge(c.TimerDelivery)
 	}
 	lane := res.LaneTIDs()
 	for _, t := range snap.Tasks {
 		if slices.Contains(lane, int(t.PID)) {
 			r.Lane.Merge(t.Hist)
+			r.LaneFelt.Merge(t.Felt)
 		}
 	}
 	r.TracerLosses += snap.Counters.Lost()

@@ -10,11 +10,15 @@ import (
 	"github.com/hotlane/hotlane/verify"
 )
 
-// The three views of the lane's latency.
+// The views of the lane's latency.
 const (
 	// ViewTracer is the kernel's view: the run-queue tracer's wait of the
 	// lane's threads, from wake-up to running.
 	ViewTracer = "tracer"
+	// ViewFelt is the tracer's felt view of the same threads: a wait that
+	// a timer's expiry began is measured from the expiry, as the task
+	// feels it.
+	ViewFelt = "felt"
 	// ViewApp is our periodic task's own wake-up lateness.
 	ViewApp = "app"
 	// ViewOutside is cyclictest's own histogram (rt-tests).
@@ -22,7 +26,7 @@ const (
 )
 
 // Views lists the lane views in report order.
-var Views = []string{ViewTracer, ViewApp, ViewOutside}
+var Views = []string{ViewTracer, ViewFelt, ViewApp, ViewOutside}
 
 // LaneView returns the run's lane latency in one view, all generators and
 // repeats merged; empty when the workload lacks that view.
@@ -32,6 +36,10 @@ func (r Run) LaneView(view string) *verify.Histogram {
 	case ViewTracer:
 		if r.Lane != nil {
 			h.Merge(r.Lane)
+		}
+	case ViewFelt:
+		if r.LaneFelt != nil {
+			h.Merge(r.LaneFelt)
 		}
 	case ViewApp:
 		for i := range r.Periodic {
@@ -257,8 +265,9 @@ func ratioOf(a, b float64) string {
 // class, whether the views agree, and the verdict.
 func (r *Report) WriteText(w io.Writer) error {
 	out := report.NewWriter(w)
-	fmt.Fprintln(w, "lane latency, three views: tracer = run-queue wait of the lane's threads (kernel), app = our periodic")
-	fmt.Fprintln(w, "task's own wake-up lateness, cyclictest = rt-tests' own histogram (percentiles are bucket upper edges):")
+	fmt.Fprintln(w, "lane latency, four views: tracer = run-queue wait of the lane's threads (kernel, from the wake-up),")
+	fmt.Fprintln(w, "felt = the same from the timer's expiry where a timer woke them, app = our periodic task's own wake-up")
+	fmt.Fprintln(w, "lateness, cyclictest = rt-tests' own histogram (percentiles are bucket upper edges):")
 	t := report.Table{Header: append(append([]string{"variant", "view"}, report.LatencyColumns()...), "missed", "p99 vs "+r.Baseline)}
 	for _, run := range r.Runs {
 		s := run.summary()

@@ -68,9 +68,10 @@ SCHED_OTHER. Before the first round each variant is checked (sched_ext in
 the kernel, its program, CAP_SYS_NICE); one that cannot run is skipped
 with one line and the report is INCOMPLETE.
 
-The report shows per variant the lane's latency in three views (the
-tracer's run-queue wait of the lane's threads, our task's own wake-up
-lateness, cyclictest's own histogram), missed periods, every other task's
+The report shows per variant the lane's latency in four views (the
+tracer's run-queue wait of the lane's threads from their wake-up, the same
+felt from their timer's expiry, our task's own wake-up lateness,
+cyclictest's own histogram), missed periods, every other task's
 run-queue wait, and background throughput per CPU-second the lane left; it
 checks that the views order the variants alike and hotlane against the
 bound. Needs a sched_ext kernel for the sched_ext variants: run it inside

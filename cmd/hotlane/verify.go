@@ -18,7 +18,7 @@ func runVerify(ctx context.Context, args []string) int {
 	policyPath := fs.String("policy", "", "policy file whose classes the report uses (the scheduler's); default: the built-in policy with --inference-comm")
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
-	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class)")
+	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class; CLASS/wait: checks the wait from the wake-up instead of the felt view)")
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early)")
 	jsonPath := fs.String("json", "", "also write the full report as JSON to this file")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (tgid)")
@@ -26,7 +26,7 @@ func runVerify(ctx context.Context, args []string) int {
 	fs.Var(&tids, "tid", fmt.Sprintf("trace only this thread (repeatable, at most %d; with --top, the per-task table is per thread, like runqlat -L)", verify.MaxFilterTIDs))
 	comm := fs.String("comm", "", "trace only threads whose comm starts with this")
 	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many tasks with the highest p99 (0: none)")
-	maxTasks := intFlag(fs, "max-tasks", 1024, 1, 65536, "with --top: keep a histogram for at most this many tasks (about 8 KiB each); samples of later tasks are left out of the per-task table only")
+	maxTasks := intFlag(fs, "max-tasks", 1024, 1, 65536, "with --top: keep histograms for at most this many tasks (about 16 KiB each); samples of later tasks are left out of the per-task table only")
 	perCPU := fs.Bool("per-cpu", false, "also report per CPU")
 	noHist := fs.Bool("no-histograms", false, "do not draw the per-class histograms")
 	hook := fs.String("hook", "", "force the hook family: tp_btf or raw_tp (default: tp_btf, raw_tp if it cannot attach)")
@@ -42,6 +42,15 @@ the kernel's sched_waking and sched_switch events, per task class (the
 scheduler's classifier and policy), and checks it against a bound. Works
 under any scheduler: EEVDF, scx_simple, hotlane.
 
+Each wait is kept in two views. "felt" starts at the wake-up's cause where
+the kernel tells it: a task woken by its own timer (nanosleep,
+clock_nanosleep, poll and epoll timeouts) is late from the timer's expiry
+(hrtimer_expire_entry), so the interrupt's delivery counts, as it does for
+the application. Other waits start at the wake-up (sched_waking) or the
+preemption, where "wait" (runqlat's view) always starts. Bounds check the
+felt view unless written CLASS/wait:. The report also shows, for timer
+wake-ups, the time from expiry to wake-up ("timer").
+
 The verdict is conservative: a percentile passes only if the upper edge of
 its histogram bucket is within the bound. Each wait above the bound is
 printed as it happens, with where the wait went on the CPU that ended it:
@@ -56,6 +65,7 @@ whose class had no samples is one: it was checked against nothing).
 Examples:
   hotlane verify --bound 'inference:p99<=200us,max<=5ms' --duration 30s
   hotlane verify --policy policy.json --bound 'inference:p99<=1ms;normal:p99<=20ms' --json report.json
+  hotlane verify --bound 'inference/wait:p99<=100us' --duration 30s
   hotlane verify --tid 4242 --tid 4243 --top 2 --duration 5s
 
 Flags:
