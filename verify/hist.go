@@ -195,8 +195,13 @@ func (h *Histogram) SetSum(sum uint64) {
 	h.sum = sum
 }
 
-// Count returns the number of values recorded.
+// Count returns the number of values recorded. Like every read-only
+// method but Buckets, it reads a nil *Histogram as empty: a view a report
+// from an older hotlane lacks.
 func (h *Histogram) Count() uint64 {
+	if h == nil {
+		return 0
+	}
 	return h.count
 }
 
@@ -204,12 +209,15 @@ func (h *Histogram) Count() uint64 {
 // math.MaxUint64 rather than wrapping. See FromBuckets for when it is an
 // estimate.
 func (h *Histogram) Sum() uint64 {
+	if h == nil {
+		return 0
+	}
 	return h.sum
 }
 
 // Mean returns Sum/Count, or 0 for an empty histogram.
 func (h *Histogram) Mean() float64 {
-	if h.count == 0 {
+	if h.Count() == 0 {
 		return 0
 	}
 	return float64(h.sum) / float64(h.count)
@@ -218,7 +226,7 @@ func (h *Histogram) Mean() float64 {
 // Min returns the smallest value recorded, or 0 for an empty histogram. See
 // FromBuckets for when it is only a lower bound.
 func (h *Histogram) Min() uint64 {
-	if h.count == 0 {
+	if h.Count() == 0 {
 		return 0
 	}
 	return h.min
@@ -227,6 +235,9 @@ func (h *Histogram) Min() uint64 {
 // Max returns the largest value recorded, exactly, or 0 for an empty
 // histogram.
 func (h *Histogram) Max() uint64 {
+	if h == nil {
+		return 0
+	}
 	return h.max
 }
 
@@ -276,7 +287,7 @@ func (h *Histogram) QuantileUpper(q float64) uint64 {
 // quantileBucket returns the bucket holding the q-quantile, or -1 if the
 // histogram is empty.
 func (h *Histogram) quantileBucket(q float64) int {
-	if h.count == 0 {
+	if h.Count() == 0 {
 		return -1
 	}
 	want := rank(q, h.count)

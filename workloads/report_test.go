@@ -35,9 +35,9 @@ func testRuns() []Run {
 	}
 	return []Run{
 		{Scheduler: ScxSimple, Periodic: []PeriodicResult{lateness(10*ms, 20*ms, 40*ms)}, Cyclictest: ct(12*ms, 30*ms),
-			Lane: hist(10*ms, 40*ms), Classes: classes(10*ms, 40*ms), HogWork: 2e6, Measured: time.Second, CPUs: 2},
+			Lane: hist(10*ms, 40*ms), LaneFelt: hist(11*ms, 41*ms), Classes: classes(10*ms, 40*ms), HogWork: 2e6, Measured: time.Second, CPUs: 2},
 		{Scheduler: HotlaneName, Periodic: []PeriodicResult{lateness(ms, 2*ms, 4*ms)}, Cyclictest: ct(ms, 3*ms),
-			Lane: hist(ms, 4*ms), Classes: classes(ms, 4*ms), HogWork: 1e6, LaneCPU: time.Second, Measured: time.Second, CPUs: 2},
+			Lane: hist(ms, 4*ms), LaneFelt: hist(2*ms, 5*ms), Classes: classes(ms, 4*ms), HogWork: 1e6, LaneCPU: time.Second, Measured: time.Second, CPUs: 2},
 	}
 }
 
