@@ -289,7 +289,7 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 		fmt.Fprintln(w)
 	}
 
-	secs := s.Elapsed.Seconds()
+	secs := max(s.Elapsed.Seconds(), 1e-9) // a synthetic result may have none
 	notPrinted := ""
 	if r.ViolationsNotPrinted > 0 {
 		notPrinted = fmt.Sprintf(" (%d of them over the line limit, counted, not printed)", r.ViolationsNotPrinted)
