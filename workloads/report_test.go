@@ -73,9 +73,10 @@ func TestReportRatiosAndVerdict(t *testing.T) {
 	if f := row(t, out, "class inference", HotlaneName); f[len(f)-1] != "0.100" {
 		t.Errorf("tracer p99 ratio %v, want 0.100:\n%s", f, out)
 	}
-	// The lane in three views, each with its ratio and missed periods.
+	// The lane in four views, each with its ratio and missed periods.
 	for _, want := range []string{
 		"hotlane tracer 2 1.02ms 4.00ms 4.00ms 4.00ms 4.00ms - 0.100",
+		"hotlane felt 2 2.03ms 5.00ms 5.00ms 5.00ms 5.00ms - 0.122",
 		"hotlane app 3 2.03ms 4.00ms 4.00ms 4.00ms 4.00ms 0 0.100",
 		"hotlane cyclictest 2 1.02ms 3.00ms 3.00ms 3.00ms 3.00ms 1 0.100",
 	} {
