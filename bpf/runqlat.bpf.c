@@ -44,11 +44,12 @@
  * clock_nanosleep, poll and epoll timeouts: an hrtimer_sleeper) is late
  * from the timer's expiry, not from sched_waking: between the two lie the
  * timer interrupt's delivery and whatever kept it from running. For those
- * wake-ups hrtimer_expire_entry tells the cause, and each wait is kept in
- * three views (enum hl_view): the wait (sched_waking to switch-in, what
- * runqlat measures), the felt wait (from the cause when there is one,
- * else the same), and the cause's delivery (timer expiry to sched_waking,
- * timer wake-ups only).
+ * wake-ups hrtimer_expire_entry tells the cause. A wait with no known cause
+ * goes to one histogram row, as before; one with a cause to three (enum
+ * hl_row): its wait, its felt wait from the cause, and the cause's
+ * delivery (timer expiry to sched_waking). The loader adds the rows up
+ * into the views it reports (the wait, as runqlat measures it, and the
+ * felt wait), so a switch-in without a cause costs no more than it did.
  *
  * Switches the kernel does not report. A probe on sched_switch does not
  * always see every context switch: on some kernels switches away from
@@ -106,15 +107,19 @@ extern void ext_sched_class __ksym __weak;
  * an expiring timer with this function wakes the task it belongs to. */
 extern void hrtimer_wakeup __ksym __weak;
 
-/* Which wait a histogram holds. */
-enum hl_view {
-	HL_VIEW_WAIT,		/* sched_waking (or preemption) to switch-in */
-	HL_VIEW_FELT,		/* from the wake-up's cause, where known, to switch-in */
-	HL_VIEW_DELIVERY,	/* timer expiry to sched_waking: timer wake-ups only */
-	HL_VIEWS,
+/* Which waits a histogram row holds: disjoint, so each sample is counted
+ * once per view the loader builds from them. */
+enum hl_row {
+	HL_ROW_WAIT,		/* no known cause: sched_waking (or preemption) to switch-in */
+	HL_ROW_CAUSED_WAIT,	/* a known cause: sched_waking to switch-in */
+	HL_ROW_CAUSED_FELT,	/* a known cause: from it to switch-in */
+	HL_ROW_DELIVERY,	/* a known cause: from it to sched_waking */
+	HL_ROWS,
 };
 
-/* Which view the thresholds compare, per class (enum hl_view). */
+/* Which wait the thresholds compare, per class. */
+#define HL_THRESHOLD_WAIT 0	/* from the wake-up */
+#define HL_THRESHOLD_FELT 1	/* from the cause, where known */
 const volatile u8 threshold_view[HL_MAX_CLASSES];
 
 /* Counters of what happened, and of everything that was lost. */
@@ -137,17 +142,17 @@ struct {
 	__type(value, struct rq_counters);
 } counters SEC(".maps");
 
-/* Histogram buckets, per CPU: index (view * hl_nr_classes + class) *
- * HL_HIST_BUCKETS + bucket (hist_index()). The loader sizes both maps to
+/* Histogram buckets, per CPU: index (row * hl_nr_classes + class) *
+ * HL_HIST_BUCKETS + bucket (hist_add()). The loader sizes both maps to
  * the policy's classes. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, HL_VIEWS * HL_MAX_CLASSES * HL_HIST_BUCKETS);
+	__uint(max_entries, HL_ROWS * HL_MAX_CLASSES * HL_HIST_BUCKETS);
 	__type(key, u32);
 	__type(value, u64);
 } hist SEC(".maps");
 
-/* Exact max and sum per view and class (view * hl_nr_classes + class), per CPU. */
+/* Exact max and sum per row and class (row * hl_nr_classes + class), per CPU. */
 struct class_totals {
 	u64 max;
 	u64 sum;
@@ -155,7 +160,7 @@ struct class_totals {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, HL_VIEWS * HL_MAX_CLASSES);
+	__uint(max_entries, HL_ROWS * HL_MAX_CLASSES);
 	__type(key, u32);
 	__type(value, struct class_totals);
 } totals SEC(".maps");
@@ -649,10 +654,10 @@ static __always_inline void record_task(struct task_struct *p, const struct hl_t
 	task_view_add(&th->felt, felt);
 }
 
-/* One sample of a view of class cls's waits. */
-static __always_inline void hist_add(u32 view, u32 cls, u64 delta)
+/* One sample in a row of class cls's histograms. */
+static __always_inline void hist_add(u32 hrow, u32 cls, u64 delta)
 {
-	u32 row = view * hl_nr_classes + cls, key;
+	u32 row = hrow * hl_nr_classes + cls, key;
 	struct class_totals *tot;
 	u64 *slot;
 
@@ -690,10 +695,13 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 	 * part since its timer. */
 	if (caused && st->cause_at <= now)
 		felt = now - st->cause_at;
-	hist_add(HL_VIEW_WAIT, cls, delta);
-	hist_add(HL_VIEW_FELT, cls, felt);
-	if (caused)
-		hist_add(HL_VIEW_DELIVERY, cls, st->delivery);
+	if (caused) {
+		hist_add(HL_ROW_CAUSED_WAIT, cls, delta);
+		hist_add(HL_ROW_CAUSED_FELT, cls, felt);
+		hist_add(HL_ROW_DELIVERY, cls, st->delivery);
+	} else {
+		hist_add(HL_ROW_WAIT, cls, delta);
+	}
 	if (cnt)
 		cnt->samples++;
 	if (per_task)
@@ -702,7 +710,7 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 	/* The mask restates cls < HL_MAX_CLASSES (a power of two) for the
 	 * verifier, which loses the bound when cls is spilled. */
 	limit = threshold_ns[cls & (HL_MAX_CLASSES - 1)];
-	if (!limit || (threshold_view[cls & (HL_MAX_CLASSES - 1)] == HL_VIEW_FELT ? felt : delta) <= limit)
+	if (!limit || (threshold_view[cls & (HL_MAX_CLASSES - 1)] == HL_THRESHOLD_FELT ? felt : delta) <= limit)
 		return;
 	v = bpf_ringbuf_reserve(&violations, sizeof(*v), 0);
 	if (!v) {

@@ -90,7 +90,7 @@ const (
 // Views are the views a bound can check, the default first.
 var Views = []View{ViewFelt, ViewWait}
 
-// viewIndex mirrors enum hl_view.
+// index is the view's HL_THRESHOLD_* number.
 func (v View) index() uint8 {
 	if v == ViewWait {
 		return 0
@@ -98,13 +98,14 @@ func (v View) index() uint8 {
 	return 1
 }
 
-// Number of views the BPF side keeps (enum hl_view): the wait, the felt
-// wait and the timer's delivery.
+// The BPF side's histogram rows (enum hl_row): disjoint sets of waits,
+// added up into the views here.
 const (
-	bpfViewWait = iota
-	bpfViewFelt
-	bpfViewDelivery
-	bpfViews
+	bpfRowWait       = iota // no known cause: the wait, which is also what it felt
+	bpfRowCausedWait        // a known cause: the wait from the wake-up
+	bpfRowCausedFelt        // a known cause: from it
+	bpfRowDelivery          // a known cause: from it to the wake-up
+	bpfRows
 )
 
 // MaxFilterTIDs is how many threads TracerConfig.FilterTIDs may name.
@@ -274,7 +275,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 		spec.Maps["violations"].MaxEntries = uint32(cfg.RingBufferBytes)
 	}
 	// One histogram row per view and class actually in the policy.
-	rows := uint32(bpfViews * cfg.Table.NrClasses())
+	rows := uint32(bpfRows * cfg.Table.NrClasses())
 	spec.Maps["hist"].MaxEntries = rows * NumBuckets
 	spec.Maps["totals"].MaxEntries = rows
 	if cfg.MaxTasks > 0 {
@@ -484,8 +485,8 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 	s.Counters = c
 
 	nclass := len(t.classes)
-	counts := make([][]uint64, bpfViews*nclass) // by view * nclass + class
-	cpuCounts := make([][]uint64, ncpu)         // the wait view
+	counts := make([][]uint64, bpfRows*nclass) // by row * nclass + class
+	cpuCounts := make([][]uint64, ncpu)        // the wait view
 	for i := range counts {
 		counts[i] = make([]uint64, NumBuckets)
 	}
@@ -502,9 +503,10 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 		if row >= len(counts) {
 			continue
 		}
+		waitRow := row < 2*nclass // bpfRowWait or bpfRowCausedWait
 		for cpu, n := range values {
 			counts[row][bucket] += n
-			if row < nclass {
+			if waitRow {
 				cpuCounts[cpu][bucket] += n
 			}
 		}
@@ -525,7 +527,7 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 		for cpu, c := range tot {
 			mx = max(mx, c.Max)
 			sum += c.Sum
-			if row < nclass {
+			if row < 2*nclass {
 				cpuMax[cpu] = max(cpuMax[cpu], c.Max)
 				cpuSum[cpu] += c.Sum
 			}
@@ -538,12 +540,13 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 		hists[row] = h
 	}
 	for i, name := range t.classes {
-		s.Classes = append(s.Classes, ClassLatency{
-			Class:         name,
-			Hist:          hists[bpfViewWait*nclass+i],
-			Felt:          hists[bpfViewFelt*nclass+i],
-			TimerDelivery: hists[bpfViewDelivery*nclass+i],
-		})
+		row := func(r int) *Histogram { return hists[r*nclass+i] }
+		wait, felt := &Histogram{}, &Histogram{}
+		wait.Merge(row(bpfRowWait))
+		wait.Merge(row(bpfRowCausedWait))
+		felt.Merge(row(bpfRowWait))
+		felt.Merge(row(bpfRowCausedFelt))
+		s.Classes = append(s.Classes, ClassLatency{Class: name, Hist: wait, Felt: felt, TimerDelivery: row(bpfRowDelivery)})
 	}
 	for cpu := range cpuCounts {
 		h, err := FromBuckets(cpuCounts[cpu], cpuMax[cpu])

@@ -780,6 +780,19 @@ func TestTracerFeltStartsAtTheTimer(t *testing.T) {
 	if time.Duration(timer.Felt.Max()) > worst {
 		t.Errorf("the tracer's longest felt wait %s is longer than the thread's own worst lateness %s", time.Duration(timer.Felt.Max()), worst)
 	}
+	// The class views, added up from disjoint rows, hold the same samples
+	// as the two threads' own.
+	for _, c := range s.Classes {
+		if c.Class != "inference" {
+			continue
+		}
+		if c.Felt.Count() != timer.Felt.Count()+piped.Felt.Count() || c.Felt.Sum() != timer.Felt.Sum()+piped.Felt.Sum() ||
+			c.Hist.Sum() != timer.Hist.Sum()+piped.Hist.Sum() || c.Felt.Max() != max(timer.Felt.Max(), piped.Felt.Max()) {
+			t.Errorf("class inference: felt %d waits, %d ns, max %d; wait %d ns; the threads' add up to felt %d, %d ns, max %d; wait %d ns",
+				c.Felt.Count(), c.Felt.Sum(), c.Felt.Max(), c.Hist.Sum(), timer.Felt.Count()+piped.Felt.Count(),
+				timer.Felt.Sum()+piped.Felt.Sum(), max(timer.Felt.Max(), piped.Felt.Max()), timer.Hist.Sum()+piped.Hist.Sum())
+		}
+	}
 	if piped.Hist.Count() == 0 || piped.Felt.Count() != piped.Hist.Count() || piped.Felt.Sum() != piped.Hist.Sum() || piped.Felt.Max() != piped.Hist.Max() {
 		t.Errorf("pipe thread: felt %d waits, %d ns, max %d; wait %d, %d ns, max %d: want them equal (no known cause)",
 			piped.Felt.Count(), piped.Felt.Sum(), piped.Felt.Max(), piped.Hist.Count(), piped.Hist.Sum(), piped.Hist.Max())

@@ -163,41 +163,44 @@ func TestGuestCyclictestScenario(t *testing.T) {
 		}
 	}
 	// hotlane's lane must beat the kernel's default as seen by a tool
-	// nobody here wrote, at p99. What cyclictest sees is the timer
-	// interrupt's delivery (expiry to wake-up) plus the scheduler's part
-	// (wake-up to run). Under TCG the delivery's tail is the host's doing
-	// (a vCPU thread waiting for a host CPU): it moved 1.7-3.1 ms at p99
-	// between rounds of the same boot on 2026-11-23, whatever the guest
-	// ran. So the scheduler's part is ordered strictly, and cyclictest's
-	// own p99 must be ordered but for what the delivery of hotlane's
-	// rounds measurably added over EEVDF's. The median is logged, not
+	// nobody here wrote, at p99, and so must SCHED_FIFO (which waits for
+	// nobody). What cyclictest sees is the timer interrupt's delivery
+	// (expiry to wake-up), the scheduler's part (wake-up to run) and the
+	// way back to user space. Under TCG the delivery's tail is the host's
+	// doing (a vCPU thread waiting for a host CPU): 1.7-3.7 ms at p99 in
+	// quiet rounds, 13.6 ms in one SCHED_FIFO round of a cold CI-like run
+	// on 2026-11-23, whatever the guest ran. So the scheduler's part is
+	// ordered strictly, and cyclictest's own p99 whenever the host
+	// delivered that variant's timers no later than EEVDF's (p99 within
+	// 1.25x); otherwise the test says so. The median is logged, not
 	// asserted: 0.95-1.22x EEVDF's in five boots of 2026-11-23, where
 	// both schedulers preempt at once and the delivery dominates.
-	h, e := lanes[workloads.HotlaneName], lanes[workloads.EEVDF]
-	t.Logf("cyclictest in the lane, hotlane vs EEVDF: p50 %s vs %s, p99 %s vs %s",
-		report.Duration(h.P50), report.Duration(e.P50), report.Duration(h.P99), report.Duration(e.P99))
-	hr, er := findRun(rep, workloads.HotlaneName), findRun(rep, workloads.EEVDF)
-	if hr == nil || er == nil {
-		t.Fatal("no hotlane or EEVDF run in the report")
+	er := findRun(rep, workloads.EEVDF)
+	if er == nil {
+		t.Fatal("no EEVDF run in the report")
 	}
-	if hw, ew := hr.Summary.Lane[workloads.ViewTracer], er.Summary.Lane[workloads.ViewTracer]; hw.P99 >= ew.P99 {
-		t.Errorf("cyclictest's wake-up to run p99 under hotlane %s, not below EEVDF's %s", report.Duration(hw.P99), report.Duration(ew.P99))
-	}
-	extra := max(0, laneDelivery(hr).P99-laneDelivery(er).P99)
-	if h.P99 >= e.P99+extra {
-		t.Errorf("cyclictest p99 in hotlane's lane %s, not below EEVDF's %s plus the %s hotlane's timer delivery added at p99",
-			report.Duration(h.P99), report.Duration(e.P99), report.Duration(extra))
-	}
-	// A SCHED_FIFO thread on an oversubscribed machine waits for nobody
-	// (the same allowance for the host's timer delivery).
-	fr := findRun(rep, workloads.EEVDFFIFO)
-	if fr == nil {
-		t.Fatal("no SCHED_FIFO run in the report")
-	}
-	extra = max(0, laneDelivery(fr).P99-laneDelivery(er).P99)
-	if f := lanes[workloads.EEVDFFIFO]; f.P99 >= e.P99+extra {
-		t.Errorf("cyclictest p99 at SCHED_FIFO %s, not below EEVDF's %s plus the %s its timer delivery added at p99",
-			report.Duration(f.P99), report.Duration(e.P99), report.Duration(extra))
+	e := lanes[workloads.EEVDF]
+	for _, v := range []string{workloads.HotlaneName, workloads.EEVDFFIFO} {
+		run, l := findRun(rep, v), lanes[v]
+		if run == nil {
+			t.Errorf("no %s run in the report", v)
+			continue
+		}
+		t.Logf("cyclictest in the lane, %s vs EEVDF: p50 %s vs %s, p99 %s vs %s",
+			v, report.Duration(l.P50), report.Duration(e.P50), report.Duration(l.P99), report.Duration(e.P99))
+		if w, ew := run.Summary.Lane[workloads.ViewTracer], er.Summary.Lane[workloads.ViewTracer]; w.P99 >= ew.P99 {
+			t.Errorf("%s: cyclictest's wake-up to run p99 %s, not below EEVDF's %s", v, report.Duration(w.P99), report.Duration(ew.P99))
+		}
+		d, ed := laneDelivery(run).P99, laneDelivery(er).P99
+		if d > ed+ed/4 {
+			t.Logf("%s: cyclictest's own p99 not compared: the host delivered its timers later than EEVDF's (p99 %s against %s)",
+				v, report.Duration(d), report.Duration(ed))
+			continue
+		}
+		if l.P99 >= e.P99 {
+			t.Errorf("%s: cyclictest p99 %s, not below EEVDF's %s (timer delivery p99 %s against %s)",
+				v, report.Duration(l.P99), report.Duration(e.P99), report.Duration(d), report.Duration(ed))
+		}
 	}
 }
 
