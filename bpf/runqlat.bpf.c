@@ -50,6 +50,12 @@
  * delivery (timer expiry to sched_waking). The loader adds the rows up
  * into the views it reports (the wait, as runqlat measures it, and the
  * felt wait), so a switch-in without a cause costs no more than it did.
+ * The application's clock read comes after the switch-in: the context
+ * switch's tail (under a VM, the new address space's first accesses) and
+ * the way out of the sleep call. Where the kernel allows fexit, a caused
+ * wait's felt sample therefore waits (open_felt()) for the sleep call's
+ * return (sleep_returned()); a task that blocks again first (a sleep the
+ * tracer does not hook) ends it at its switch-in.
  *
  * Switches the kernel does not report. A probe on sched_switch does not
  * always see every context switch: on some kernels switches away from
@@ -106,6 +112,13 @@ extern void ext_sched_class __ksym __weak;
 /* The function of every sleeping task's hrtimer (struct hrtimer_sleeper):
  * an expiring timer with this function wakes the task it belongs to. */
 extern void hrtimer_wakeup __ksym __weak;
+
+/*
+ * Where a felt wait ends. The loader sets this once it has attached the
+ * fexit hooks on the sleep calls (fexit may be refused: then the felt
+ * wait ends at the switch-in, like the wait).
+ */
+volatile bool felt_ends_at_return;
 
 /* Which waits a histogram row holds: disjoint, so each sample is counted
  * once per view the loader builds from them. */
@@ -255,6 +268,7 @@ struct violation {
 	u32 caused;		/* a timer's expiry woke it: felt_ns and delivery_ns hold */
 	u64 felt_ns;		/* from the cause to the switch-in */
 	u64 delivery_ns;	/* from the cause to sched_waking */
+	u64 resume_ns;		/* from the switch-in to the return from the sleep call */
 	char comm[HL_COMM_LEN];
 	char prev_comm[HL_COMM_LEN];
 	struct explanation why;
@@ -288,7 +302,8 @@ struct wait_state {
 #define WS_CPU 8	/* cpu is valid */
 #define WS_EXT 16	/* the wait began in the sched_ext class */
 #define WS_CAUSED 32	/* the current wait's cause is known: cause_at and delivery hold */
-#define WS_KEEP (WS_QUEUED | WS_CAUSED) /* what a switch-out leaves */
+#define WS_FELT_OPEN 64	/* a caused wait ran; its felt wait ends at the sleep call's return */
+#define WS_KEEP (WS_QUEUED | WS_CAUSED | WS_FELT_OPEN) /* what a switch-out leaves */
 
 /* tp_btf: wait state in task-local storage. */
 struct {
@@ -297,6 +312,31 @@ struct {
 	__type(key, int);
 	__type(value, struct wait_state);
 } stamps SEC(".maps");
+
+/*
+ * A caused wait that has got the CPU, until its sleep call returns
+ * (tp_btf with felt_ends_at_return only): what its felt sample and
+ * violation need then. Its own map, so that the wait state of every task
+ * stays small; only a task whose wait had a cause gets an entry.
+ */
+struct open_felt {
+	u64 cause_at;
+	u64 ran_at;		/* the switch-in */
+	u64 wait;		/* sched_waking to the switch-in */
+	u64 delivery;
+	u32 class_id;
+	u32 cpu;		/* where it was switched in */
+	u32 prev_pid;
+	u32 in_ext;
+	char prev_comm[HL_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct open_felt);
+} open_felts SEC(".maps");
 
 /* raw_tp fallback: wait state by pid, deleted when the task is freed. */
 struct {
@@ -448,8 +488,15 @@ static __always_inline void explain_wait(struct explanation *ex, const struct cp
 		u64 start = s->start, len, irq, soft, run;
 		u8 kind = s->kind;
 
-		if (end <= at || !start || start > end)
+		if (end <= at || !start)
 			break;
+		if (start > end) {
+			/* It came after the window (a felt wait is explained
+			 * up to its switch-in): the one before ends here. */
+			irq_end = s->irq;
+			soft_end = s->softirq;
+			continue;
+		}
 		irq = irq_end - s->irq;
 		soft = soft_end - s->softirq;
 		len = end - start;
@@ -625,8 +672,9 @@ static __always_inline void task_view_add(struct task_view *tv, u64 delta)
 		__sync_fetch_and_add(&tv->buckets[bucket], 1);
 }
 
-static __always_inline void record_task(struct task_struct *p, const struct hl_task_identity *id,
-					u32 class_id, u64 delta, u64 felt, struct rq_counters *cnt)
+/* The task's own histograms, created on its first sample. */
+static __always_inline struct task_hist *task_hist_get(struct task_struct *p, const struct hl_task_identity *id,
+						       u32 class_id, struct rq_counters *cnt)
 {
 	struct task_key key = { .pid = id->pid, .start_time = CORE_READ(p, start_time) };
 	struct task_hist *th;
@@ -637,21 +685,20 @@ static __always_inline void record_task(struct task_struct *p, const struct hl_t
 		struct task_hist *z = bpf_map_lookup_elem(&task_hist_zero, &zero);
 
 		if (!z)
-			return;
+			return NULL;
 		/* Another CPU may insert first (EEXIST): the lookup finds it. */
 		bpf_map_update_elem(&tasks, &key, z, BPF_NOEXIST);
 		th = bpf_map_lookup_elem(&tasks, &key);
 		if (!th) {
 			if (cnt)
 				cnt->task_table_full++;
-			return;
+			return NULL;
 		}
 		th->tgid = id->tgid;
 	}
 	th->class_id = class_id;
 	__builtin_memcpy(th->comm, id->comm, sizeof(th->comm));
-	task_view_add(&th->wait, delta);
-	task_view_add(&th->felt, felt);
+	return th;
 }
 
 /* One sample in a row of class cls's histograms. */
@@ -673,44 +720,33 @@ static __always_inline void hist_add(u32 hrow, u32 cls, u64 delta)
 	}
 }
 
+/* A wait, as far as it is known when it is streamed. */
+struct wait_seen {
+	u64 end;	/* where its felt wait ended: the switch-in or the sleep call's return */
+	u64 ran_at;	/* the switch-in */
+	u64 wait;	/* from the wake-up or preemption to the switch-in */
+	u64 felt;	/* from the cause (else the same as wait) to end */
+	u64 delivery;	/* from the cause to the wake-up */
+	u32 prev_pid;	/* what had the CPU before it */
+	bool caused;
+	bool in_ext;	/* it runs in the sched_ext class */
+};
+
 /*
- * A task got the CPU after waiting delta ns: account it to its class, CPU
- * and (optionally) itself, in each view, and stream it if it broke the
- * threshold.
+ * Streams the wait if it broke its class's threshold, in the view the
+ * class's bound checks, with what the CPU did meanwhile.
  */
-static __always_inline void record(struct task_struct *next, struct task_struct *prev,
-				   const struct hl_task_identity *id, u32 class_id, u64 delta,
-				   u64 now, struct rq_counters *cnt, const struct cpu_state *c,
-				   const struct wait_state *st, bool in_ext)
+static __always_inline void stream(const struct hl_task_identity *id, u32 cls, const struct wait_seen *w,
+				   const char *prev_comm, const struct cpu_state *c,
+				   const struct wait_state *st, struct rq_counters *cnt)
 {
-	u32 cls = class_id;
-	bool caused = st->flags & WS_CAUSED;
-	struct violation *v;
-	u64 felt = delta, limit;
-
-	if (cls >= HL_MAX_CLASSES)
-		cls = HL_MAX_CLASSES - 1;
-	/* A timer that expired while the task was still queued from a
-	 * preemption comes after the wait's start: the task felt only the
-	 * part since its timer. */
-	if (caused && st->cause_at <= now)
-		felt = now - st->cause_at;
-	if (caused) {
-		hist_add(HL_ROW_CAUSED_WAIT, cls, delta);
-		hist_add(HL_ROW_CAUSED_FELT, cls, felt);
-		hist_add(HL_ROW_DELIVERY, cls, st->delivery);
-	} else {
-		hist_add(HL_ROW_WAIT, cls, delta);
-	}
-	if (cnt)
-		cnt->samples++;
-	if (per_task)
-		record_task(next, id, cls, delta, felt, cnt);
-
 	/* The mask restates cls < HL_MAX_CLASSES (a power of two) for the
 	 * verifier, which loses the bound when cls is spilled. */
-	limit = threshold_ns[cls & (HL_MAX_CLASSES - 1)];
-	if (!limit || (threshold_view[cls & (HL_MAX_CLASSES - 1)] == HL_THRESHOLD_FELT ? felt : delta) <= limit)
+	u32 k = cls & (HL_MAX_CLASSES - 1);
+	u64 limit = threshold_ns[k], before_run;
+	struct violation *v;
+
+	if (!limit || (threshold_view[k] == HL_THRESHOLD_FELT ? w->felt : w->wait) <= limit)
 		return;
 	v = bpf_ringbuf_reserve(&violations, sizeof(*v), 0);
 	if (!v) {
@@ -718,25 +754,149 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 			cnt->ringbuf_drops++;
 		return;
 	}
-	v->at_ns = now;
-	v->latency_ns = delta;
+	v->at_ns = w->end;
+	v->latency_ns = w->wait;
 	v->pid = id->pid;
 	v->tgid = id->tgid;
-	v->class_id = cls;
+	v->class_id = k;
 	v->cpu = bpf_get_smp_processor_id();
-	v->prev_pid = CORE_READ(prev, pid);
-	v->caused = caused;
-	v->felt_ns = felt;
-	v->delivery_ns = caused ? st->delivery : 0;
+	v->prev_pid = w->prev_pid;
+	v->caused = w->caused;
+	v->felt_ns = w->felt;
+	v->delivery_ns = w->caused ? w->delivery : 0;
+	v->resume_ns = w->end - w->ran_at;
 	__builtin_memcpy(v->comm, id->comm, sizeof(v->comm));
-	CORE_READ_INTO(&v->prev_comm, &prev->comm);
-	/* Explain the longer of the two: the CPU's history since the wait
-	 * began or since the cause, whichever came first. */
+	__builtin_memcpy(v->prev_comm, prev_comm, sizeof(v->prev_comm));
+	/* Explain, up to the switch-in, the longer of the two: the CPU's
+	 * history since the wait began or since the cause, whichever came
+	 * first. What came after the switch-in was the task's own. */
+	before_run = w->felt > v->resume_ns ? w->felt - v->resume_ns : 0;
 	if (explain)
-		explain_violation(&v->why, c, st, now - (felt > delta ? felt : delta), now, in_ext);
+		explain_violation(&v->why, c, st, w->ran_at - (before_run > w->wait ? before_run : w->wait),
+				  w->ran_at, w->in_ext);
 	else
 		__builtin_memset(&v->why, 0, sizeof(v->why));
 	bpf_ringbuf_submit(v, 0);
+}
+
+/*
+ * A caused wait got the CPU: keep what its felt sample needs until its
+ * sleep call returns. False if there is nowhere to keep it.
+ */
+static __always_inline bool open_felt(struct task_struct *p, struct wait_state *st, u32 cls,
+				      const struct wait_seen *w, const char *prev_comm)
+{
+	struct open_felt *of = bpf_task_storage_get(&open_felts, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!of)
+		return false;
+	of->cause_at = w->ran_at - w->felt;
+	of->ran_at = w->ran_at;
+	of->wait = w->wait;
+	of->delivery = w->delivery;
+	of->class_id = cls;
+	of->cpu = bpf_get_smp_processor_id();
+	of->prev_pid = w->prev_pid;
+	of->in_ext = w->in_ext;
+	__builtin_memcpy(of->prev_comm, prev_comm, sizeof(of->prev_comm));
+	st->flags |= WS_FELT_OPEN;
+	return true;
+}
+
+/*
+ * The felt wait of p, open since its switch-in, ends at end: at its sleep
+ * call's return, or, if it blocked again without one the tracer hooks,
+ * at the switch-in. p is trusted (current, or sched_switch's prev).
+ */
+static __always_inline void close_felt(struct task_struct *p, struct wait_state *st, u64 end)
+{
+	struct open_felt *of;
+	struct rq_counters *cnt;
+	struct hl_task_identity id = {};
+	struct wait_seen w = {};
+	const struct cpu_state *c = NULL;
+	u32 cls;
+
+	st->flags &= ~WS_FELT_OPEN;
+	of = bpf_task_storage_get(&open_felts, p, NULL, 0);
+	if (!of || !of->ran_at)
+		return;
+	cls = of->class_id & (HL_MAX_CLASSES - 1);
+	w.end = end > of->ran_at ? end : of->ran_at;
+	w.ran_at = of->ran_at;
+	w.wait = of->wait;
+	w.felt = w.end > of->cause_at ? w.end - of->cause_at : 0;
+	w.delivery = of->delivery;
+	w.prev_pid = of->prev_pid;
+	w.caused = true;
+	w.in_ext = of->in_ext;
+	of->ran_at = 0;
+
+	hist_add(HL_ROW_CAUSED_FELT, cls, w.felt);
+	cnt = counters_get();
+	hl_read_identity_trusted(p, &id);
+	if (per_task) {
+		struct task_hist *th = task_hist_get(p, &id, cls, cnt);
+
+		if (th)
+			task_view_add(&th->felt, w.felt);
+	}
+	/* This CPU's history explains the wait only if it ran here. */
+	if (of->cpu == bpf_get_smp_processor_id())
+		c = cpu_get();
+	stream(&id, cls, &w, of->prev_comm, c, st, cnt);
+}
+
+/*
+ * A task got the CPU after waiting delta ns: account it to its class, CPU
+ * and (optionally) itself, in each view, and stream it if it broke the
+ * threshold. A caused wait's felt sample waits for its sleep call's
+ * return where that is hooked (close_felt()).
+ */
+static __always_inline void record(struct task_struct *next, struct task_struct *prev,
+				   const struct hl_task_identity *id, u32 class_id, u64 delta,
+				   u64 now, struct rq_counters *cnt, const struct cpu_state *c,
+				   struct wait_state *st, bool in_ext, bool can_defer)
+{
+	u32 cls = class_id;
+	struct wait_seen w = {
+		.end = now, .ran_at = now, .wait = delta, .felt = delta,
+		.caused = st->flags & WS_CAUSED, .in_ext = in_ext,
+	};
+	char prev_comm[HL_COMM_LEN];
+	struct task_hist *th = NULL;
+	bool deferred = false;
+
+	if (cls >= HL_MAX_CLASSES)
+		cls = HL_MAX_CLASSES - 1;
+	w.prev_pid = CORE_READ(prev, pid);
+	CORE_READ_INTO(&prev_comm, &prev->comm);
+	if (w.caused) {
+		/* A timer that expired while the task was still queued from
+		 * a preemption comes after the wait's start: the task felt
+		 * only the part since its timer. */
+		if (st->cause_at <= now)
+			w.felt = now - st->cause_at;
+		w.delivery = st->delivery;
+		hist_add(HL_ROW_CAUSED_WAIT, cls, delta);
+		hist_add(HL_ROW_DELIVERY, cls, st->delivery);
+		deferred = can_defer && felt_ends_at_return && open_felt(next, st, cls, &w, prev_comm);
+		if (!deferred)
+			hist_add(HL_ROW_CAUSED_FELT, cls, w.felt);
+	} else {
+		hist_add(HL_ROW_WAIT, cls, delta);
+	}
+	if (cnt)
+		cnt->samples++;
+	if (per_task)
+		th = task_hist_get(next, id, cls, cnt);
+	if (th) {
+		task_view_add(&th->wait, delta);
+		if (!deferred)
+			task_view_add(&th->felt, w.felt);
+	}
+	if (!deferred)
+		stream(id, cls, &w, prev_comm, c, st, cnt);
 }
 
 /* ---- accounting shared by both hook families ------------------------- */
@@ -873,11 +1033,11 @@ static __always_inline void count_unmeasured(struct task_struct *p, u32 n, struc
  * next got the CPU after outs switch-outs; st is its wait state. Measures
  * the wait if there is one and the filters select next, and returns
  * next's class if it classified it (HL_MAX_CLASSES if not). sched_class
- * is next's, to tell whether sched_ext runs it; cached says the class
- * cache in task storage can be used (tp_btf only).
+ * is next's, to tell whether sched_ext runs it; btf says task storage
+ * (the class cache, open felt waits) can be used: tp_btf only.
  */
 static __always_inline u32 measure_switch_in(struct task_struct *prev, struct task_struct *next,
-					     struct wait_state *st, u32 outs, u64 sched_class, bool cached,
+					     struct wait_state *st, u32 outs, u64 sched_class, bool btf,
 					     u64 now, struct rq_counters *cnt, const struct cpu_state *c)
 {
 	struct hl_task_identity id = {};
@@ -897,18 +1057,18 @@ static __always_inline u32 measure_switch_in(struct task_struct *prev, struct ta
 	}
 	if (!g.measured)
 		return HL_MAX_CLASSES;
-	class_id = cached ? hl_classify_cached(next, &id) : hl_classify_identity(&id);
+	class_id = btf ? hl_classify_cached(next, &id) : hl_classify_identity(&id);
 	record(next, prev, &id, class_id, g.delta, now, cnt, c, st,
-	       ksym_exists(&ext_sched_class) && sched_class == (u64)&ext_sched_class);
+	       ksym_exists(&ext_sched_class) && sched_class == (u64)&ext_sched_class, btf);
 	return class_id;
 }
 
 /* The same, and the wait's cause is spent. */
 static __always_inline u32 switch_in(struct task_struct *prev, struct task_struct *next, struct wait_state *st,
-				     u32 outs, u64 sched_class, bool cached, u64 now, struct rq_counters *cnt,
+				     u32 outs, u64 sched_class, bool btf, u64 now, struct rq_counters *cnt,
 				     const struct cpu_state *c)
 {
-	u32 class_id = measure_switch_in(prev, next, st, outs, sched_class, cached, now, cnt, c);
+	u32 class_id = measure_switch_in(prev, next, st, outs, sched_class, btf, now, cnt, c);
 
 	st->flags &= ~WS_CAUSED;
 	return class_id;
@@ -989,6 +1149,10 @@ int rq_switch_btf(u64 *ctx)
 			/* Still runnable: it starts waiting again now. */
 			bool runnable = preempt || prev_state == 0 /* TASK_RUNNING */;
 
+			/* Blocked again before a sleep call the tracer hooks
+			 * returned: its felt wait ended at its switch-in. */
+			if (!runnable && (st->flags & WS_FELT_OPEN))
+				close_felt(prev, st, 0);
 			count_unmeasured(prev, left_cpu(st, outs_btf(prev), runnable, now), cnt);
 			if (explain) {
 				note_cpu(st);
@@ -1065,6 +1229,40 @@ SEC("tp_btf/hrtimer_expire_exit")
 int rq_timer_exit_btf(u64 *ctx)
 {
 	timer_expired();
+	return 0;
+}
+
+/*
+ * The sleep calls whose timer is a struct hrtimer_sleeper return: the
+ * felt wait of a task their timer woke ends here, where the task is about
+ * to go back to what called it, as the application sees it. Between the
+ * switch-in and here lie the context switch's own end (on a virtual
+ * machine, the new address space's first accesses) and the sleep call's
+ * way out, which cyclictest and its like count.
+ */
+static __always_inline void sleep_returned(void)
+{
+	struct task_struct *p = bpf_get_current_task_btf();
+	struct wait_state *st = bpf_task_storage_get(&stamps, p, NULL, 0);
+
+	if (st && (st->flags & WS_FELT_OPEN))
+		close_felt(p, st, bpf_ktime_get_ns());
+}
+
+/* nanosleep, clock_nanosleep (CLOCK_MONOTONIC and CLOCK_REALTIME, and
+ * CLOCK_BOOTTIME), usleep(). */
+SEC("fexit/hrtimer_nanosleep")
+int rq_nanosleep_ret(u64 *ctx)
+{
+	sleep_returned();
+	return 0;
+}
+
+/* poll, select, epoll_wait timeouts; usleep_range in the kernel. */
+SEC("fexit/schedule_hrtimeout_range_clock")
+int rq_hrtimeout_ret(u64 *ctx)
+{
+	sleep_returned();
 	return 0;
 }
 

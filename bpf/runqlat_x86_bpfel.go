@@ -20,6 +20,7 @@ const (
 	RunqlatMapCpus                      = "cpus"
 	RunqlatMapHist                      = "hist"
 	RunqlatMapHlTaskClasses             = "hl_task_classes"
+	RunqlatMapOpenFelts                 = "open_felts"
 	RunqlatMapStamps                    = "stamps"
 	RunqlatMapStampsByPid               = "stamps_by_pid"
 	RunqlatMapTaskHistZero              = "task_hist_zero"
@@ -27,10 +28,12 @@ const (
 	RunqlatMapTotals                    = "totals"
 	RunqlatMapViolations                = "violations"
 	RunqlatProgRqFreeRaw                = "rq_free_raw"
+	RunqlatProgRqHrtimeoutRet           = "rq_hrtimeout_ret"
 	RunqlatProgRqIrqEntryBtf            = "rq_irq_entry_btf"
 	RunqlatProgRqIrqEntryRaw            = "rq_irq_entry_raw"
 	RunqlatProgRqIrqExitBtf             = "rq_irq_exit_btf"
 	RunqlatProgRqIrqExitRaw             = "rq_irq_exit_raw"
+	RunqlatProgRqNanosleepRet           = "rq_nanosleep_ret"
 	RunqlatProgRqSoftirqEntryBtf        = "rq_softirq_entry_btf"
 	RunqlatProgRqSoftirqEntryRaw        = "rq_softirq_entry_raw"
 	RunqlatProgRqSoftirqExitBtf         = "rq_softirq_exit_btf"
@@ -46,6 +49,7 @@ const (
 	RunqlatProgRqWakingBtf              = "rq_waking_btf"
 	RunqlatProgRqWakingRaw              = "rq_waking_raw"
 	RunqlatVarExplain                   = "explain"
+	RunqlatVarFeltEndsAtReturn          = "felt_ends_at_return"
 	RunqlatVarFilterComm                = "filter_comm"
 	RunqlatVarFilterCommLen             = "filter_comm_len"
 	RunqlatVarFilterNrTids              = "filter_nr_tids"
@@ -105,10 +109,12 @@ type RunqlatSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatProgramSpecs struct {
 	RqFreeRaw         *ebpf.ProgramSpec `ebpf:"rq_free_raw"`
+	RqHrtimeoutRet    *ebpf.ProgramSpec `ebpf:"rq_hrtimeout_ret"`
 	RqIrqEntryBtf     *ebpf.ProgramSpec `ebpf:"rq_irq_entry_btf"`
 	RqIrqEntryRaw     *ebpf.ProgramSpec `ebpf:"rq_irq_entry_raw"`
 	RqIrqExitBtf      *ebpf.ProgramSpec `ebpf:"rq_irq_exit_btf"`
 	RqIrqExitRaw      *ebpf.ProgramSpec `ebpf:"rq_irq_exit_raw"`
+	RqNanosleepRet    *ebpf.ProgramSpec `ebpf:"rq_nanosleep_ret"`
 	RqSoftirqEntryBtf *ebpf.ProgramSpec `ebpf:"rq_softirq_entry_btf"`
 	RqSoftirqEntryRaw *ebpf.ProgramSpec `ebpf:"rq_softirq_entry_raw"`
 	RqSoftirqExitBtf  *ebpf.ProgramSpec `ebpf:"rq_softirq_exit_btf"`
@@ -133,6 +139,7 @@ type RunqlatMapSpecs struct {
 	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
 	Hist          *ebpf.MapSpec `ebpf:"hist"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
+	OpenFelts     *ebpf.MapSpec `ebpf:"open_felts"`
 	Stamps        *ebpf.MapSpec `ebpf:"stamps"`
 	StampsByPid   *ebpf.MapSpec `ebpf:"stamps_by_pid"`
 	TaskHistZero  *ebpf.MapSpec `ebpf:"task_hist_zero"`
@@ -146,6 +153,7 @@ type RunqlatMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatVariableSpecs struct {
 	Explain                   *ebpf.VariableSpec `ebpf:"explain"`
+	FeltEndsAtReturn          *ebpf.VariableSpec `ebpf:"felt_ends_at_return"`
 	FilterComm                *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommLen             *ebpf.VariableSpec `ebpf:"filter_comm_len"`
 	FilterNrTids              *ebpf.VariableSpec `ebpf:"filter_nr_tids"`
@@ -186,6 +194,7 @@ type RunqlatMaps struct {
 	Cpus          *ebpf.Map `ebpf:"cpus"`
 	Hist          *ebpf.Map `ebpf:"hist"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
+	OpenFelts     *ebpf.Map `ebpf:"open_felts"`
 	Stamps        *ebpf.Map `ebpf:"stamps"`
 	StampsByPid   *ebpf.Map `ebpf:"stamps_by_pid"`
 	TaskHistZero  *ebpf.Map `ebpf:"task_hist_zero"`
@@ -200,6 +209,7 @@ func (m *RunqlatMaps) Close() error {
 		m.Cpus,
 		m.Hist,
 		m.HlTaskClasses,
+		m.OpenFelts,
 		m.Stamps,
 		m.StampsByPid,
 		m.TaskHistZero,
@@ -214,6 +224,7 @@ func (m *RunqlatMaps) Close() error {
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatVariables struct {
 	Explain                   *ebpf.Variable `ebpf:"explain"`
+	FeltEndsAtReturn          *ebpf.Variable `ebpf:"felt_ends_at_return"`
 	FilterComm                *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommLen             *ebpf.Variable `ebpf:"filter_comm_len"`
 	FilterNrTids              *ebpf.Variable `ebpf:"filter_nr_tids"`
@@ -235,10 +246,12 @@ type RunqlatVariables struct {
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatPrograms struct {
 	RqFreeRaw         *ebpf.Program `ebpf:"rq_free_raw"`
+	RqHrtimeoutRet    *ebpf.Program `ebpf:"rq_hrtimeout_ret"`
 	RqIrqEntryBtf     *ebpf.Program `ebpf:"rq_irq_entry_btf"`
 	RqIrqEntryRaw     *ebpf.Program `ebpf:"rq_irq_entry_raw"`
 	RqIrqExitBtf      *ebpf.Program `ebpf:"rq_irq_exit_btf"`
 	RqIrqExitRaw      *ebpf.Program `ebpf:"rq_irq_exit_raw"`
+	RqNanosleepRet    *ebpf.Program `ebpf:"rq_nanosleep_ret"`
 	RqSoftirqEntryBtf *ebpf.Program `ebpf:"rq_softirq_entry_btf"`
 	RqSoftirqEntryRaw *ebpf.Program `ebpf:"rq_softirq_entry_raw"`
 	RqSoftirqExitBtf  *ebpf.Program `ebpf:"rq_softirq_exit_btf"`
@@ -258,10 +271,12 @@ type RunqlatPrograms struct {
 func (p *RunqlatPrograms) Close() error {
 	return _RunqlatClose(
 		p.RqFreeRaw,
+		p.RqHrtimeoutRet,
 		p.RqIrqEntryBtf,
 		p.RqIrqEntryRaw,
 		p.RqIrqExitBtf,
 		p.RqIrqExitRaw,
+		p.RqNanosleepRet,
 		p.RqSoftirqEntryBtf,
 		p.RqSoftirqEntryRaw,
 		p.RqSoftirqExitBtf,

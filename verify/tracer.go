@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -69,7 +70,29 @@ type TracerConfig struct {
 	// context switch and interrupt; without thresholds it has nothing to
 	// explain.
 	Explain bool
+	// WaitOnly attaches none of the hooks behind the felt view (timer
+	// expiry, the sleep calls' return): every wait then has no known
+	// cause, felt is the wait, and timer interrupts and sleeps cost the
+	// tracer nothing.
+	WaitOnly bool
 }
+
+// FeltEnd says where the tracer ends a felt wait, which depends on what
+// the kernel let it hook.
+type FeltEnd string
+
+const (
+	// FeltToReturn ends a timer-caused wait when the sleep call returns
+	// (fexit on hrtimer_nanosleep and schedule_hrtimeout_range_clock):
+	// the context switch's own tail and the way out of the call count,
+	// as they do for the application.
+	FeltToReturn FeltEnd = "return"
+	// FeltToSwitchIn ends it at the switch-in, like the wait: the kernel
+	// refused fexit (or the tracer runs on raw_tp).
+	FeltToSwitchIn FeltEnd = "switch-in"
+	// FeltOff: no cause is looked for (TracerConfig.WaitOnly).
+	FeltOff FeltEnd = "off"
+)
 
 // A View is one way to measure a wait: from where it starts to the
 // switch that ends it.
@@ -122,6 +145,13 @@ type Tracer struct {
 	measureCost bool
 	// Hook is the hook family in use.
 	Hook string
+	// FeltEnd is where felt waits end; FeltNote says why not at the
+	// return, if not.
+	FeltEnd  FeltEnd
+	FeltNote string
+	// returns holds the fexit programs on the sleep calls, loaded apart
+	// so that a kernel refusing fexit still gets the rest.
+	returns *ebpf.Collection
 	// Started is when the tracer was attached.
 	Started time.Time
 }
@@ -138,7 +168,7 @@ type hookProgram struct{ prog, tracepoint string }
 // Stop detaches them in the opposite order.
 // Explaining adds the interrupt hooks, first, so that the switch hook
 // never sees a CPU whose interrupt time is not being counted.
-func hookPrograms(hook string, explain bool) []hookProgram {
+func hookPrograms(hook string, explain, causes bool) []hookProgram {
 	suffix := "_btf"
 	var progs []hookProgram
 	if hook == HookRawTP {
@@ -146,9 +176,11 @@ func hookPrograms(hook string, explain bool) []hookProgram {
 		progs = append(progs, hookProgram{"rq_free_raw", "sched_process_free"})
 	}
 	// A timer's expiry is noted before its wake-up can be seen.
-	progs = append(progs,
-		hookProgram{"rq_timer_exit" + suffix, "hrtimer_expire_exit"},
-		hookProgram{"rq_timer" + suffix, "hrtimer_expire_entry"})
+	if causes {
+		progs = append(progs,
+			hookProgram{"rq_timer_exit" + suffix, "hrtimer_expire_exit"},
+			hookProgram{"rq_timer" + suffix, "hrtimer_expire_entry"})
+	}
 	if explain {
 		progs = append(progs,
 			hookProgram{"rq_irq_entry" + suffix, "irq_handler_entry"},
@@ -160,6 +192,13 @@ func hookPrograms(hook string, explain bool) []hookProgram {
 		hookProgram{"rq_waking" + suffix, "sched_waking"},
 		hookProgram{"rq_wakeup_new" + suffix, "sched_wakeup_new"},
 		hookProgram{"rq_switch" + suffix, "sched_switch"})
+}
+
+// sleepReturns are the fexit programs that end a timer-caused felt wait
+// at its sleep call's return, and the functions they hook.
+var sleepReturns = []hookProgram{
+	{"rq_nanosleep_ret", "hrtimer_nanosleep"},
+	{"rq_hrtimeout_ret", "schedule_hrtimeout_range_clock"},
 }
 
 // Attach loads the tracer and attaches it to the scheduler tracepoints.
@@ -235,8 +274,9 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	if err != nil {
 		return nil, err
 	}
-	// Load only this family's programs.
-	want := hookPrograms(hook, cfg.Explain)
+	// Load only this family's programs; the fexit ones come apart, last.
+	returnProgs := maps.Clone(spec.Programs)
+	want := hookPrograms(hook, cfg.Explain, !cfg.WaitOnly)
 	for name := range spec.Programs {
 		if !slices.ContainsFunc(want, func(h hookProgram) bool { return h.prog == name }) {
 			delete(spec.Programs, name)
@@ -288,11 +328,14 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 		spec.Maps[bpf.RunqlatMapStampsByPid].MaxEntries = 1
 	}
 
+	returnsSpec := spec.Copy() // with the settings and sizes above
+	returnsSpec.Programs = returnProgs
+
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, err
 	}
-	t := &Tracer{coll: coll, Hook: hook, classes: cfg.Table.Names}
+	t := &Tracer{coll: coll, Hook: hook, classes: cfg.Table.Names, FeltEnd: FeltToSwitchIn}
 	defer func() {
 		if err != nil {
 			t.Close()
@@ -310,6 +353,18 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 		}
 		t.links = append(t.links, l)
 	}
+	switch {
+	case cfg.WaitOnly:
+		t.FeltEnd = FeltOff
+	case hook == HookRawTP:
+		t.FeltNote = "raw_tp keeps no task storage for open felt waits"
+	default:
+		if err := t.attachSleepReturns(returnsSpec); err != nil {
+			t.FeltNote = err.Error()
+		} else {
+			t.FeltEnd = FeltToReturn
+		}
+	}
 	if t.ring, err = ringbuf.NewReader(coll.Maps["violations"]); err != nil {
 		return nil, err
 	}
@@ -326,6 +381,50 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	return t, nil
 }
 
+// attachSleepReturns loads the fexit programs of sleepReturns on the
+// tracer's own maps and attaches them, then tells the switch hook to
+// leave timer-caused felt waits open for them. On error nothing of them
+// stays.
+func (t *Tracer) attachSleepReturns(spec *ebpf.CollectionSpec) (err error) {
+	for name := range spec.Programs { // all the object's programs
+		if !slices.ContainsFunc(sleepReturns, func(h hookProgram) bool { return h.prog == name }) {
+			delete(spec.Programs, name)
+		}
+	}
+	shared := make(map[string]*ebpf.Map, len(spec.Maps))
+	for name := range spec.Maps {
+		if m := t.coll.Maps[name]; m != nil {
+			shared[name] = m
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: shared})
+	if err != nil {
+		return fmt.Errorf("load fexit on the sleep calls: %w", err)
+	}
+	var links []link.Link
+	defer func() {
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			coll.Close()
+		}
+	}()
+	for _, h := range sleepReturns {
+		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[h.prog]})
+		if err != nil {
+			return fmt.Errorf("attach fexit to %s: %w", h.tracepoint, err)
+		}
+		links = append(links, l)
+	}
+	if err := t.coll.Variables["felt_ends_at_return"].Set(true); err != nil {
+		return fmt.Errorf("set felt_ends_at_return: %w", err)
+	}
+	t.returns = coll
+	t.links = append(t.links, links...)
+	return nil
+}
+
 func indexOf(names []string, name string) int {
 	for i, n := range names {
 		if n == name {
@@ -340,6 +439,11 @@ func indexOf(names []string, name string) int {
 // end at the same event.
 func (t *Tracer) Stop() error {
 	var errs []error
+	if t.returns != nil {
+		// A felt wait left open when the fexit hooks go would close
+		// only at its task's next block.
+		errs = append(errs, t.coll.Variables["felt_ends_at_return"].Set(false))
+	}
 	for _, l := range slices.Backward(t.links) {
 		errs = append(errs, l.Close())
 	}
@@ -355,6 +459,9 @@ func (t *Tracer) Close() error {
 	}
 	if t.stats != nil {
 		errs = append(errs, t.stats.Close())
+	}
+	if t.returns != nil {
+		t.returns.Close()
 	}
 	t.coll.Close()
 	return errors.Join(errs...)
@@ -435,6 +542,7 @@ type TaskLatency struct {
 // Snapshot is everything the tracer has measured so far.
 type Snapshot struct {
 	Hook     string         `json:"hook"`
+	FeltEnd  FeltEnd        `json:"felt_end"`
 	Elapsed  time.Duration  `json:"elapsed_ns"`
 	Classes  []ClassLatency `json:"classes"`
 	CPUs     []CPULatency   `json:"cpus"`
@@ -476,7 +584,7 @@ type classTotals struct{ Max, Sum uint64 }
 // pieces are read one after the other and may differ by the events in
 // between; after Stop they agree exactly.
 func (t *Tracer) Snapshot() (*Snapshot, error) {
-	s := &Snapshot{Hook: t.Hook, Elapsed: time.Since(t.Started)}
+	s := &Snapshot{Hook: t.Hook, FeltEnd: t.FeltEnd, Elapsed: time.Since(t.Started)}
 
 	c, ncpu, err := t.counters()
 	if err != nil {
@@ -649,11 +757,15 @@ type Violation struct {
 	PrevPID  uint32        `json:"prev_pid"`
 	PrevComm string        `json:"prev_comm"`
 	// Caused says a timer's expiry woke the task: Felt is from then to
-	// the switch-in and TimerDelivery from then to the wake-up. Without a
+	// the felt wait's end (Snapshot.FeltEnd) and TimerDelivery from then
+	// to the wake-up. Without a
 	// known cause Felt is Latency.
 	Caused        bool          `json:"caused,omitempty"`
 	Felt          time.Duration `json:"felt_ns"`
 	TimerDelivery time.Duration `json:"timer_delivery_ns,omitempty"`
+	// Resume is the part of Felt after the switch-in, up to the sleep
+	// call's return (Snapshot.FeltEnd "return").
+	Resume time.Duration `json:"resume_ns,omitempty"`
 	// Why is where the wait went, if the tracer was asked to explain.
 	Why *Explanation `json:"why,omitempty"`
 }
@@ -664,6 +776,7 @@ type violationRecord struct {
 	PID, TGID, ClassID, CPU uint32
 	PrevPID, Caused         uint32
 	FeltNs, DeliveryNs      uint64
+	ResumeNs                uint64
 	Comm, PrevComm          [policy.CommLen]byte
 	Why                     explanationRecord
 }
@@ -697,7 +810,8 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 			PID: v.PID, TGID: v.TGID, Comm: cString(v.Comm[:]), Class: class, CPU: v.CPU,
 			PrevPID: v.PrevPID, PrevComm: cString(v.PrevComm[:]),
 			Caused: v.Caused != 0, Felt: time.Duration(v.FeltNs), TimerDelivery: time.Duration(v.DeliveryNs),
-			Why: v.Why.explanation(t.classes),
+			Resume: time.Duration(v.ResumeNs),
+			Why:    v.Why.explanation(t.classes),
 		})
 	}
 }
@@ -711,5 +825,9 @@ func (t *Tracer) Cost() ([]report.ProgramCost, error) {
 	if t.stats == nil {
 		return nil, errors.New("BPF run-time statistics unavailable (BPF_ENABLE_STATS failed)")
 	}
-	return loader.Costs(t.coll.Programs)
+	progs := maps.Clone(t.coll.Programs)
+	if t.returns != nil {
+		maps.Copy(progs, t.returns.Programs)
+	}
+	return loader.Costs(progs)
 }

@@ -218,7 +218,14 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	s := r.Snapshot
 	fmt.Fprintf(w, "run-queue latency over %s (hook %s; percentiles are bucket upper edges, <= 3.2%% high)\n\n",
 		s.Elapsed.Round(time.Millisecond), s.Hook)
-	fmt.Fprintln(w, "felt: from the wake-up's cause where the kernel tells it (a timer's expiry), else from the wake-up;")
+	switch s.FeltEnd {
+	case FeltOff:
+		fmt.Fprintln(w, "felt: the same as wait (no causes looked for);")
+	case FeltToReturn:
+		fmt.Fprintln(w, "felt: from the wake-up's cause where the kernel tells it (a timer's expiry, to the sleep call's return), else from the wake-up;")
+	default:
+		fmt.Fprintln(w, "felt: from the wake-up's cause where the kernel tells it (a timer's expiry), else from the wake-up;")
+	}
 	fmt.Fprintln(w, "wait: from the wake-up or preemption, as runqlat; timer: a timer's expiry to its wake-up, timer wake-ups only")
 	t := report.Table{Header: append([]string{"class", "view"}, report.LatencyColumns()...)}
 	for _, c := range s.Classes {

@@ -64,8 +64,12 @@ func (v Violation) waited() string {
 	if !v.Caused {
 		return "waited " + report.Duration(v.Latency)
 	}
-	return fmt.Sprintf("waited %s, %s from its timer's expiry (%s to the wake-up)",
+	felt := fmt.Sprintf("waited %s, %s from its timer's expiry (%s to the wake-up",
 		report.Duration(v.Latency), report.Duration(v.Felt), report.Duration(v.TimerDelivery))
+	if v.Resume > 0 {
+		felt += fmt.Sprintf(", %s from the switch-in to the sleep call's return", report.Duration(v.Resume))
+	}
+	return felt + ")"
 }
 
 // Flush writes how many violations of the current second were not

@@ -117,6 +117,13 @@ func TestGuestCyclictestScenario(t *testing.T) {
 	var text strings.Builder
 	rep.WriteText(&text)
 	t.Logf("report:\n%s", text.String())
+	// Everything below compares with the kernel's default: without it,
+	// say so once rather than in every comparison.
+	if er := findRun(rep, workloads.EEVDF); er == nil {
+		t.Fatal("no EEVDF run in the report")
+	} else if er.Failure != "" {
+		t.Fatalf("the EEVDF baseline failed, so nothing can be compared with it: %s", er.Failure)
+	}
 	for _, v := range []string{workloads.EEVDF, workloads.EEVDFFIFO, workloads.EEVDFNice, workloads.HotlaneName} {
 		l, ok := lanes[v]
 		if !ok || l.Samples == 0 || l.P50 == 0 || l.P99 < l.P50 {
@@ -135,14 +142,16 @@ func TestGuestCyclictestScenario(t *testing.T) {
 		}
 	}
 	// The tracer's felt view of cyclictest's measuring thread runs from
-	// its timer's expiry to its switch-in; cyclictest reads its clock
-	// later, back in user space. So the felt view never exceeds
-	// cyclictest's (but for one bucket's width, 3.2 %) and always
-	// includes the wait from the wake-up. How close they come is logged
-	// against the 10 % or 100 us the issue asks: the way back to user
-	// space alone took 80-230 us at p50 under TCG on 2026-11-23 (it is
-	// the same for every scheduler), and at p99 the host can deschedule
-	// a vCPU between the switch and the clock read.
+	// its timer's expiry to its sleep call's return (fexit, which the
+	// VM's kernel allows); cyclictest reads its clock later, back in user
+	// space. So the felt view never exceeds cyclictest's (but for one
+	// bucket's width, 3.2 %) and always includes the wait from the
+	// wake-up. They must agree within 10 % or 100 us, whichever is
+	// larger, and the width of the bucket the tool's percentile falls in:
+	// both percentiles are bucket edges of the same histogram type, so
+	// their difference says the true one only to within a bucket. On
+	// 2026-11-23 the gap was 57-98 us at p50 (the way back to user space
+	// under TCG) and 65-131 us at p99 in four boots.
 	for _, v := range []string{workloads.EEVDF, workloads.HotlaneName} {
 		run := findRun(rep, v)
 		if run == nil {
@@ -153,12 +162,16 @@ func TestGuestCyclictestScenario(t *testing.T) {
 			name             string
 			wait, felt, tool time.Duration
 		}{{"p50", wait.P50, felt.P50, ct.P50}, {"p99", wait.P99, felt.P99, ct.P99}} {
-			diff, tol := (q.felt - q.tool).Abs(), max(q.tool/10, 100*time.Microsecond)
-			t.Logf("%s: %s wait %s, felt %s, cyclictest %s: felt within %s of cyclictest (10 %% or 100us: %s)",
+			diff, tol := (q.felt - q.tool).Abs(), max(q.tool/10, 100*time.Microsecond)+q.tool/31
+			t.Logf("%s: %s wait %s, felt %s, cyclictest %s: felt within %s of cyclictest (allowed %s)",
 				v, q.name, report.Duration(q.wait), report.Duration(q.felt), report.Duration(q.tool), report.Duration(diff), report.Duration(tol))
 			if q.felt > q.tool+q.tool/31 || q.felt < q.wait {
 				t.Errorf("%s: the tracer's felt %s %s is not between its wait %s and cyclictest's own %s",
 					v, q.name, report.Duration(q.felt), report.Duration(q.wait), report.Duration(q.tool))
+			}
+			if diff > tol {
+				t.Errorf("%s: the tracer's felt %s %s is %s from cyclictest's own %s: want within %s",
+					v, q.name, report.Duration(q.felt), report.Duration(diff), report.Duration(q.tool), report.Duration(tol))
 			}
 		}
 	}

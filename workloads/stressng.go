@@ -126,7 +126,9 @@ func ParseStressNgOps(r io.Reader, stressor string) (uint64, error) {
 		return 0, err
 	}
 	if !found {
-		return 0, fmt.Errorf("stress-ng metrics have no %s stressor", stressor)
+		// --metrics-brief leaves out a stressor none of whose workers
+		// did any work (and none returned): they never got to run.
+		return 0, fmt.Errorf("stress-ng metrics have no %s stressor: its workers never ran (a stalled machine?)", stressor)
 	}
 	return 0, fmt.Errorf("stress-ng metrics have no bogo-ops for %s", stressor)
 }

@@ -33,6 +33,7 @@ func runVerify(ctx context.Context, args []string) int {
 	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the violation ring buffer (power of two; default 256 KiB)")
 	quiet := fs.Bool("q", false, "no progress lines and no per-violation lines")
 	noExplain := fs.Bool("no-explain", false, "do not explain violations (saves the per-switch history and the interrupt hooks)")
+	waitOnly := fs.Bool("wait-only", false, "look for no wake-up causes: attach no timer or sleep-return hooks, so felt is the wait and timers cost the tracer nothing")
 	violationLines := intFlag(fs, "violation-lines", verify.DefaultViolationLinesPerSecond, 1, 1<<20, "print at most this many violations a second, then how many more there were per class")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane verify [flags]
@@ -45,8 +46,10 @@ under any scheduler: EEVDF, scx_simple, hotlane.
 Each wait is kept in two views. "felt" starts at the wake-up's cause where
 the kernel tells it: a task woken by its own timer (nanosleep,
 clock_nanosleep, poll and epoll timeouts) is late from the timer's expiry
-(hrtimer_expire_entry), so the interrupt's delivery counts, as it does for
-the application. Other waits start at the wake-up (sched_waking) or the
+(hrtimer_expire_entry) until its sleep call returns (fexit on
+hrtimer_nanosleep and schedule_hrtimeout_range_clock; where the kernel
+refuses fexit, until the switch-in), so the interrupt's delivery and the
+context switch's tail count, as they do for the application. Other waits start at the wake-up (sched_waking) or the
 preemption, where "wait" (runqlat's view) always starts. Bounds check the
 felt view unless written CLASS/wait:. The report also shows, for timer
 wake-ups, the time from expiry to wake-up ("timer").
@@ -126,7 +129,7 @@ Flags:
 		Tracer: verify.TracerConfig{
 			Table: table, FilterTGID: uint32(*pid), FilterTIDs: tids, FilterComm: *comm,
 			PerTask: *top > 0, MaxTasks: *maxTasks, Hook: *hook, RingBufferBytes: *ringBuf,
-			MeasureCost: true, Explain: len(bounds) > 0 && !*noExplain,
+			MeasureCost: true, Explain: len(bounds) > 0 && !*noExplain, WaitOnly: *waitOnly,
 		},
 		Bounds:   bounds,
 		Duration: *duration,
