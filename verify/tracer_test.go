@@ -792,7 +792,8 @@ func testFeltOfTimerWakeups(t *testing.T, wantEnd FeltEnd) {
 			}
 		}
 	})
-	tr := attachForTest(t, TracerConfig{PerTask: true, FilterTIDs: []uint32{uint32(timerTID), uint32(futexTID), uint32(pipeTID)}})
+	tr := attachForTest(t, TracerConfig{PerTask: true, MeasureCost: true,
+		FilterTIDs: []uint32{uint32(timerTID), uint32(futexTID), uint32(pipeTID)}})
 	t.Logf("felt waits end at the %s (%s)", tr.FeltEnd, tr.FeltNote)
 	if wantEnd != "" && tr.FeltEnd != wantEnd {
 		t.Fatalf("felt waits end at the %s (%s), want the %s", tr.FeltEnd, tr.FeltNote, wantEnd)
@@ -807,6 +808,12 @@ func testFeltOfTimerWakeups(t *testing.T, wantEnd FeltEnd) {
 	s, err := tr.Snapshot()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What each hook cost per run, the timer and return hooks among them.
+	if costs, err := tr.Cost(); err == nil {
+		for _, c := range costs {
+			t.Logf("%s: %d runs, %s a run", c.Program, c.Runs, c.PerRun())
+		}
 	}
 	timer, futex, piped := taskByPID(t, s, timerTID), taskByPID(t, s, futexTID), taskByPID(t, s, pipeTID)
 	var delivery, futexDelivery *Histogram // each thread's class: inference, normal
