@@ -874,3 +874,45 @@ func testFeltOfTimerWakeups(t *testing.T, wantEnd FeltEnd) {
 			piped.Felt.Count(), piped.Felt.Sum(), piped.Felt.Max(), piped.Hist.Count(), piped.Hist.Sum(), piped.Hist.Max())
 	}
 }
+
+// WaitOnly attaches no hook behind the felt view: a timer thread's waits
+// have no cause, its felt view is its wait, and no timer program runs.
+func TestTracerWaitOnlyLooksForNoCause(t *testing.T) {
+	requireRoot(t)
+	const n = 50
+	tid, done := onThread(t, "infer-timer", -1, 1, func() {
+		for range n {
+			time.Sleep(time.Millisecond)
+			ts := unix.NsecToTimespec(int64(time.Millisecond))
+			unix.Nanosleep(&ts, nil)
+		}
+	})
+	tr := attachForTest(t, TracerConfig{PerTask: true, WaitOnly: true, MeasureCost: true, FilterTIDs: []uint32{uint32(tid)}})
+	<-done
+	tr.Stop()
+	s, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.FeltEnd != FeltOff {
+		t.Errorf("felt end %q, want %q", s.FeltEnd, FeltOff)
+	}
+	tk := taskByPID(t, s, tid)
+	if tk.Hist.Count() == 0 || tk.Felt.Count() != tk.Hist.Count() || tk.Felt.Sum() != tk.Hist.Sum() {
+		t.Errorf("felt %d waits, %d ns; wait %d, %d ns: want equal and not empty", tk.Felt.Count(), tk.Felt.Sum(), tk.Hist.Count(), tk.Hist.Sum())
+	}
+	for _, c := range s.Classes {
+		if c.TimerDelivery.Count() != 0 {
+			t.Errorf("class %s: %d timer wake-ups seen with no timer hook", c.Class, c.TimerDelivery.Count())
+		}
+	}
+	costs, err := tr.Cost()
+	if err != nil {
+		t.Skipf("no run-time statistics to check the programs with: %v", err)
+	}
+	for _, c := range costs {
+		if strings.HasPrefix(c.Program, "rq_timer") || strings.HasSuffix(c.Program, "_ret") {
+			t.Errorf("program %s loaded (%d runs) with WaitOnly", c.Program, c.Runs)
+		}
+	}
+}
