@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hotlane/hotlane/version"
 	"github.com/hotlane/hotlane/vm"
 )
 
@@ -69,7 +70,7 @@ func usage() {
 	for _, c := range commands() {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(os.Stderr, "\nRun 'hotlane COMMAND -h' for the flags of one command.\n")
+	fmt.Fprintf(os.Stderr, "\nRun 'hotlane COMMAND -h' for the flags of one command, 'hotlane --version' for the build.\n")
 }
 
 func main() {
@@ -90,6 +91,10 @@ func dispatch(args []string) int {
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {
 		usage()
+		return exitOK
+	}
+	if name == "--version" || name == "version" {
+		fmt.Println(version.Read())
 		return exitOK
 	}
 	for _, c := range commands() {
