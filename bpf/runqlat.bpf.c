@@ -55,7 +55,7 @@
  * the way out of the sleep call. Where the kernel allows fexit, a caused
  * wait's felt sample therefore waits (open_felt()) for the sleep call's
  * return (sleep_returned()); a task that blocks again first (a sleep the
- * tracer does not hook) ends it at its switch-in.
+ * tracer does not hook) has it ended at its switch-in, at its next wake-up.
  *
  * Switches the kernel does not report. A probe on sched_switch does not
  * always see every context switch: on some kernels switches away from
@@ -526,12 +526,11 @@ static __always_inline void explain_wait(struct explanation *ex, const struct cp
 }
 
 /* The explanation of a wait from `at` to now of a task whose wait state
- * is st, switched in here; in_ext says it is in the sched_ext class. */
-static __always_inline void explain_violation(struct explanation *ex, const struct cpu_state *c,
+ * is st, switched in on cpu, whose state is c; in_ext says it is in the
+ * sched_ext class. */
+static __always_inline void explain_violation(struct explanation *ex, const struct cpu_state *c, u32 cpu,
 					      const struct wait_state *st, u64 at, u64 now, bool in_ext)
 {
-	u32 cpu = bpf_get_smp_processor_id();
-
 	__builtin_memset(ex, 0, sizeof(*ex));
 	ex->from_cpu = ~0U;
 	if (!c)
@@ -728,6 +727,7 @@ struct wait_seen {
 	u64 felt;	/* from the cause (else the same as wait) to end */
 	u64 delivery;	/* from the cause to the wake-up */
 	u32 prev_pid;	/* what had the CPU before it */
+	u32 cpu;	/* the CPU it was switched in on */
 	bool caused;
 	bool in_ext;	/* it runs in the sched_ext class */
 };
@@ -759,7 +759,7 @@ static __always_inline void stream(const struct hl_task_identity *id, u32 cls, c
 	v->pid = id->pid;
 	v->tgid = id->tgid;
 	v->class_id = k;
-	v->cpu = bpf_get_smp_processor_id();
+	v->cpu = w->cpu;
 	v->prev_pid = w->prev_pid;
 	v->caused = w->caused;
 	v->felt_ns = w->felt;
@@ -772,7 +772,7 @@ static __always_inline void stream(const struct hl_task_identity *id, u32 cls, c
 	 * first. What came after the switch-in was the task's own. */
 	before_run = w->felt > v->resume_ns ? w->felt - v->resume_ns : 0;
 	if (explain)
-		explain_violation(&v->why, c, st, w->ran_at - (before_run > w->wait ? before_run : w->wait),
+		explain_violation(&v->why, c, w->cpu, st, w->ran_at - (before_run > w->wait ? before_run : w->wait),
 				  w->ran_at, w->in_ext);
 	else
 		__builtin_memset(&v->why, 0, sizeof(v->why));
@@ -795,7 +795,7 @@ static __always_inline bool open_felt(struct task_struct *p, struct wait_state *
 	of->wait = w->wait;
 	of->delivery = w->delivery;
 	of->class_id = cls;
-	of->cpu = bpf_get_smp_processor_id();
+	of->cpu = w->cpu;
 	of->prev_pid = w->prev_pid;
 	of->in_ext = w->in_ext;
 	__builtin_memcpy(of->prev_comm, prev_comm, sizeof(of->prev_comm));
@@ -805,8 +805,12 @@ static __always_inline bool open_felt(struct task_struct *p, struct wait_state *
 
 /*
  * The felt wait of p, open since its switch-in, ends at end: at its sleep
- * call's return, or, if it blocked again without one the tracer hooks,
- * at the switch-in. p is trusted (current, or sched_switch's prev).
+ * call's return (fexit), or, at its next wake-up if it blocked elsewhere
+ * first (end 0), at the switch-in. p is trusted. Not done at the blocking
+ * switch-out: a second violation stream in the sched_switch program makes
+ * the verifier's work on it grow tenfold. The explanation reads the
+ * history of the CPU it was switched in on, which that CPU may be
+ * writing meanwhile (it is only read).
  */
 static __always_inline void close_felt(struct task_struct *p, struct wait_state *st, u64 end)
 {
@@ -814,8 +818,8 @@ static __always_inline void close_felt(struct task_struct *p, struct wait_state 
 	struct rq_counters *cnt;
 	struct hl_task_identity id = {};
 	struct wait_seen w = {};
-	const struct cpu_state *c = NULL;
-	u32 cls;
+	const struct cpu_state *c;
+	u32 cls, zero = 0;
 
 	st->flags &= ~WS_FELT_OPEN;
 	of = bpf_task_storage_get(&open_felts, p, NULL, 0);
@@ -828,6 +832,7 @@ static __always_inline void close_felt(struct task_struct *p, struct wait_state 
 	w.felt = w.end > of->cause_at ? w.end - of->cause_at : 0;
 	w.delivery = of->delivery;
 	w.prev_pid = of->prev_pid;
+	w.cpu = of->cpu;
 	w.caused = true;
 	w.in_ext = of->in_ext;
 	of->ran_at = 0;
@@ -841,9 +846,7 @@ static __always_inline void close_felt(struct task_struct *p, struct wait_state 
 		if (th)
 			task_view_add(&th->felt, w.felt);
 	}
-	/* This CPU's history explains the wait only if it ran here. */
-	if (of->cpu == bpf_get_smp_processor_id())
-		c = cpu_get();
+	c = bpf_map_lookup_percpu_elem(&cpus, &zero, w.cpu);
 	stream(&id, cls, &w, of->prev_comm, c, st, cnt);
 }
 
@@ -861,7 +864,7 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 	u32 cls = class_id;
 	struct wait_seen w = {
 		.end = now, .ran_at = now, .wait = delta, .felt = delta,
-		.caused = st->flags & WS_CAUSED, .in_ext = in_ext,
+		.cpu = bpf_get_smp_processor_id(), .caused = st->flags & WS_CAUSED, .in_ext = in_ext,
 	};
 	char prev_comm[HL_COMM_LEN];
 	struct task_hist *th = NULL;
@@ -1105,6 +1108,10 @@ static __always_inline void wakeup_btf(struct task_struct *p, bool new_task)
 	st = state_btf(p, true, cnt);
 	if (!st)
 		return;
+	/* It blocked again before a sleep call the tracer hooks returned:
+	 * its last felt wait ended at its switch-in. */
+	if (st->flags & WS_FELT_OPEN)
+		close_felt(p, st, 0);
 	woken(st, (u64)p, new_task);
 	if (explain && st->at && ksym_exists(&ext_sched_class))
 		note_wait_class(st, (u64)p->sched_class == (u64)&ext_sched_class);
@@ -1149,10 +1156,6 @@ int rq_switch_btf(u64 *ctx)
 			/* Still runnable: it starts waiting again now. */
 			bool runnable = preempt || prev_state == 0 /* TASK_RUNNING */;
 
-			/* Blocked again before a sleep call the tracer hooks
-			 * returned: its felt wait ended at its switch-in. */
-			if (!runnable && (st->flags & WS_FELT_OPEN))
-				close_felt(prev, st, 0);
 			count_unmeasured(prev, left_cpu(st, outs_btf(prev), runnable, now), cnt);
 			if (explain) {
 				note_cpu(st);

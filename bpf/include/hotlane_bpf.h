@@ -118,6 +118,9 @@ static long (* const bpf_map_update_elem)(void *map, const void *key,
 	(void *)BPF_FUNC_map_update_elem;
 static long (* const bpf_map_delete_elem)(void *map, const void *key) =
 	(void *)BPF_FUNC_map_delete_elem;
+/* Another CPU's value of a per-CPU map (5.19+). */
+static void *(* const bpf_map_lookup_percpu_elem)(void *map, const void *key, __u32 cpu) =
+	(void *)BPF_FUNC_map_lookup_percpu_elem;
 
 /* Time and identity. pid_tgid is tgid << 32 | pid (the thread id). */
 static __u64 (* const bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
