@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -392,6 +393,40 @@ func TestVerifyWithoutSamplesIsAnError(t *testing.T) {
 	// The report is still written: it shows what was (not) seen.
 	if !strings.Contains(stdout, "no samples") {
 		t.Errorf("the report does not say there were no samples:\n%s", stdout)
+	}
+}
+
+// --json - puts the JSON alone on standard output, as a pipe into jq
+// wants it, and the text report on standard error; no file named "-".
+func TestVerifyJSONToStdout(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer: needs root")
+	}
+	bin := hotlaneBinary(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "verify", "--json", "-", "--duration", "1s", "--top", "0", "-q")
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("verify --json -: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var report struct {
+		Snapshot struct {
+			Classes []json.RawMessage `json:"classes"`
+		} `json:"snapshot"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		t.Fatalf("standard output is not one JSON document: %v\n%s", err, stdout.String())
+	}
+	if len(report.Snapshot.Classes) == 0 {
+		t.Errorf("the JSON on standard output has no classes:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "run-queue latency over") {
+		t.Errorf("the text report is not on standard error:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "-")); err == nil {
+		t.Error(`verify created a file named "-"`)
 	}
 }
 

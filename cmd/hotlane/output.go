@@ -15,15 +15,22 @@ import (
 // output is a file a command writes when its run ends. It is created
 // before the run, so that a bad path fails before anything is attached,
 // and removed again if the run fails: no half-written report is left.
+// The path "-" is standard output.
 type output struct {
 	path string
 	f    *os.File
 }
 
+// stdoutPath names standard output as an output path, as most tools do.
+const stdoutPath = "-"
+
 // createOutput creates path for writing; "" means no output (nil).
 func createOutput(path string) (*output, error) {
-	if path == "" {
+	switch path {
+	case "":
 		return nil, nil
+	case stdoutPath:
+		return &output{path: path, f: os.Stdout}, nil
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -39,6 +46,10 @@ func (o *output) write(fn func(io.Writer) error) error {
 		return nil
 	}
 	err := fn(o.f)
+	if o.path == stdoutPath {
+		o.f = nil
+		return err
+	}
 	if cerr := o.f.Close(); err == nil {
 		err = cerr
 	}
@@ -52,11 +63,20 @@ func (o *output) write(fn func(io.Writer) error) error {
 
 // discard removes the file unless it was written; for defer.
 func (o *output) discard() {
-	if o == nil || o.f == nil {
+	if o == nil || o.f == nil || o.path == stdoutPath {
 		return
 	}
 	o.f.Close()
 	os.Remove(o.path)
+}
+
+// textOut is where a command writes its text report: standard output,
+// unless its JSON goes there (--json -), which then has it alone.
+func textOut(json *output) io.Writer {
+	if json != nil && json.path == stdoutPath {
+		return os.Stderr
+	}
+	return os.Stdout
 }
 
 // checkDir checks, without creating anything, that path is a directory or

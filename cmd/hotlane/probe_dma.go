@@ -15,7 +15,7 @@ import (
 func runProbeDMA(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe dma", flag.ContinueOnError)
 	duration := durationFlag(fs, "duration", 0, 0, 0, "stop after this long (default: until Ctrl-C or SIGTERM)")
-	jsonPath := fs.String("json", "", "also write the result as JSON to this file")
+	jsonPath := fs.String("json", "", "also write the result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	interval := durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
 	quiet := fs.Bool("q", false, "print no progress lines")
 	hooks := fs.String("hooks", dma.HooksAuto, "hook family: auto, tp_btf (dma:* tracepoints, typed), tracepoint (dma:* through tracefs) or fentry (fexit on the DMA-API functions)")
@@ -79,7 +79,7 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 		return exitError
 	}
-	if err := res.WriteText(os.Stdout); err != nil {
+	if err := res.WriteText(textOut(jsonOut)); err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 		return exitError
 	}

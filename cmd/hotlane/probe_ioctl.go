@@ -14,7 +14,7 @@ import (
 func runProbeIoctl(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe ioctl", flag.ContinueOnError)
 	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure; 0 runs until Ctrl-C")
-	jsonPath := fs.String("json", "", "also write the full result as JSON to this file")
+	jsonPath := fs.String("json", "", "also write the full result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (a thread id means its process)")
 	comm := fs.String("comm", "", "trace only threads whose comm, or whose process's comm, starts with this")
 	dev := fs.String("dev", "", "trace only this character or block device: a path (/dev/nvidia0) or MAJOR:MINOR")
@@ -100,7 +100,7 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	if err := res.WriteText(os.Stdout, ioctl.TextOptions{TopProcesses: *top, Histograms: *hists}); err != nil {
+	if err := res.WriteText(textOut(jsonOut), ioctl.TextOptions{TopProcesses: *top, Histograms: *hists}); err != nil {
 		return fail(err)
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {

@@ -20,7 +20,7 @@ func runVerify(ctx context.Context, args []string) int {
 	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
 	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class; CLASS/wait: checks the wait from the wake-up instead of the felt view)")
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early)")
-	jsonPath := fs.String("json", "", "also write the full report as JSON to this file")
+	jsonPath := fs.String("json", "", "also write the full report as JSON to this file (-: standard output, and the text report goes to standard error)")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (tgid)")
 	var tids tidList
 	fs.Var(&tids, "tid", fmt.Sprintf("trace only this thread (repeatable, at most %d; with --top, the per-task table is per thread, like runqlat -L)", verify.MaxFilterTIDs))
@@ -150,7 +150,7 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	if err := res.WriteText(os.Stdout, verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU, HideTGID: uint32(os.Getpid())}); err != nil {
+	if err := res.WriteText(textOut(jsonOut), verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU, HideTGID: uint32(os.Getpid())}); err != nil {
 		return fail(err)
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
