@@ -726,7 +726,7 @@ struct wait_seen {
 	u64 wait;	/* from the wake-up or preemption to the switch-in */
 	u64 felt;	/* from the cause (else the same as wait) to end */
 	u64 delivery;	/* from the cause to the wake-up */
-	u32 prev_pid;	/* what had the CPU before it (close_felt() only) */
+	u32 prev_pid;	/* what had the CPU before it */
 	u32 cpu;	/* the CPU it was switched in on */
 	bool caused;
 	bool in_ext;	/* it runs in the sched_ext class */
@@ -734,15 +734,11 @@ struct wait_seen {
 
 /*
  * Streams the wait if it broke its class's threshold, in the view the
- * class's bound checks, with what the CPU did meanwhile. What ran before
- * it is read from prev (read_prev, a constant at each call site), else
- * taken from w and prev_comm: read only for a wait streamed, never on
- * every switch-in.
+ * class's bound checks, with what the CPU did meanwhile.
  */
 static __always_inline void stream(const struct hl_task_identity *id, u32 cls, const struct wait_seen *w,
-				   bool read_prev, struct task_struct *prev, const char *prev_comm,
-				   const struct cpu_state *c, const struct wait_state *st,
-				   struct rq_counters *cnt)
+				   const char *prev_comm, const struct cpu_state *c,
+				   const struct wait_state *st, struct rq_counters *cnt)
 {
 	/* The mask restates cls < HL_MAX_CLASSES (a power of two) for the
 	 * verifier, which loses the bound when cls is spilled. */
@@ -764,18 +760,13 @@ static __always_inline void stream(const struct hl_task_identity *id, u32 cls, c
 	v->tgid = id->tgid;
 	v->class_id = k;
 	v->cpu = w->cpu;
+	v->prev_pid = w->prev_pid;
 	v->caused = w->caused;
 	v->felt_ns = w->felt;
 	v->delivery_ns = w->caused ? w->delivery : 0;
 	v->resume_ns = w->end - w->ran_at;
 	__builtin_memcpy(v->comm, id->comm, sizeof(v->comm));
-	if (read_prev) {
-		v->prev_pid = CORE_READ(prev, pid);
-		CORE_READ_INTO(&v->prev_comm, &prev->comm);
-	} else {
-		v->prev_pid = w->prev_pid;
-		__builtin_memcpy(v->prev_comm, prev_comm, sizeof(v->prev_comm));
-	}
+	__builtin_memcpy(v->prev_comm, prev_comm, sizeof(v->prev_comm));
 	/* Explain, up to the switch-in, the longer of the two: the CPU's
 	 * history since the wait began or since the cause, whichever came
 	 * first. What came after the switch-in was the task's own. */
@@ -793,7 +784,7 @@ static __always_inline void stream(const struct hl_task_identity *id, u32 cls, c
  * sleep call returns. False if there is nowhere to keep it.
  */
 static __always_inline bool open_felt(struct task_struct *p, struct wait_state *st, u32 cls,
-				      const struct wait_seen *w, struct task_struct *prev)
+				      const struct wait_seen *w, const char *prev_comm)
 {
 	struct open_felt *of = bpf_task_storage_get(&open_felts, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 
@@ -805,9 +796,9 @@ static __always_inline bool open_felt(struct task_struct *p, struct wait_state *
 	of->delivery = w->delivery;
 	of->class_id = cls;
 	of->cpu = w->cpu;
-	of->prev_pid = CORE_READ(prev, pid);
+	of->prev_pid = w->prev_pid;
 	of->in_ext = w->in_ext;
-	CORE_READ_INTO(&of->prev_comm, &prev->comm);
+	__builtin_memcpy(of->prev_comm, prev_comm, sizeof(of->prev_comm));
 	st->flags |= WS_FELT_OPEN;
 	return true;
 }
@@ -856,7 +847,7 @@ static __always_inline void close_felt(struct task_struct *p, struct wait_state 
 			task_view_add(&th->felt, w.felt);
 	}
 	c = bpf_map_lookup_percpu_elem(&cpus, &zero, w.cpu);
-	stream(&id, cls, &w, false, NULL, of->prev_comm, c, st, cnt);
+	stream(&id, cls, &w, of->prev_comm, c, st, cnt);
 }
 
 /*
@@ -875,11 +866,14 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 		.end = now, .ran_at = now, .wait = delta, .felt = delta,
 		.cpu = bpf_get_smp_processor_id(), .caused = st->flags & WS_CAUSED, .in_ext = in_ext,
 	};
+	char prev_comm[HL_COMM_LEN];
 	struct task_hist *th = NULL;
 	bool deferred = false;
 
 	if (cls >= HL_MAX_CLASSES)
 		cls = HL_MAX_CLASSES - 1;
+	w.prev_pid = CORE_READ(prev, pid);
+	CORE_READ_INTO(&prev_comm, &prev->comm);
 	if (w.caused) {
 		/* A timer that expired while the task was still queued from
 		 * a preemption comes after the wait's start: the task felt
@@ -889,7 +883,7 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 		w.delivery = st->delivery;
 		hist_add(HL_ROW_CAUSED_WAIT, cls, delta);
 		hist_add(HL_ROW_DELIVERY, cls, st->delivery);
-		deferred = can_defer && felt_ends_at_return && open_felt(next, st, cls, &w, prev);
+		deferred = can_defer && felt_ends_at_return && open_felt(next, st, cls, &w, prev_comm);
 		if (!deferred)
 			hist_add(HL_ROW_CAUSED_FELT, cls, w.felt);
 	} else {
@@ -905,7 +899,7 @@ static __always_inline void record(struct task_struct *next, struct task_struct 
 			task_view_add(&th->felt, w.felt);
 	}
 	if (!deferred)
-		stream(id, cls, &w, true, prev, NULL, c, st, cnt);
+		stream(id, cls, &w, prev_comm, c, st, cnt);
 }
 
 /* ---- accounting shared by both hook families ------------------------- */
