@@ -33,3 +33,5 @@ package bpf
 //go:generate bpf2go Xdp xdp.bpf.c
 //go:generate bpf2go Dma dma.bpf.c
 //go:generate bpf2go Ioctl ioctl.bpf.c
+//go:generate bpf2go Hookbench hookbench.bpf.c
+//go:generate bpf2go Progprof progprof.bpf.c

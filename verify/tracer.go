@@ -825,9 +825,16 @@ func (t *Tracer) Cost() ([]report.ProgramCost, error) {
 	if t.stats == nil {
 		return nil, errors.New("BPF run-time statistics unavailable (BPF_ENABLE_STATS failed)")
 	}
+	return loader.Costs(t.Programs())
+}
+
+// Programs returns the tracer's loaded programs by function name, for
+// tools that measure them (the map is the caller's; the programs are the
+// tracer's and close with it).
+func (t *Tracer) Programs() map[string]*ebpf.Program {
 	progs := maps.Clone(t.coll.Programs)
 	if t.returns != nil {
 		maps.Copy(progs, t.returns.Programs)
 	}
-	return loader.Costs(progs)
+	return progs
 }

@@ -354,6 +354,19 @@ func hookPrograms(h Hook) []string {
 	return nil
 }
 
+// Programs returns the probe's attached programs by function name, for
+// tools that measure them (the map is the caller's; the programs close
+// with the probe).
+func (p *Probe) Programs() map[string]*ebpf.Program {
+	progs := make(map[string]*ebpf.Program)
+	for _, name := range hookPrograms(p.Hook) {
+		if prog := p.coll.Programs[name]; prog != nil {
+			progs[name] = prog
+		}
+	}
+	return progs
+}
+
 // attach loads the programs of hook h and attaches them.
 func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string) bool) (_ *Probe, err error) {
 	spec, err := bpf.LoadIoctl()

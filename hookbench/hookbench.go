@@ -1,0 +1,445 @@
+// Package hookbench measures what a BPF program costs on each kind of hook
+// of the running kernel (`hotlane bench hooks`), and what hotlane's own
+// programs cost per run.
+//
+// One trivial body (bpf/hookbench.bpf.c) is attached in turn as fentry,
+// fexit, tp_btf, raw_tp, classic tracepoint, kprobe, kretprobe,
+// kprobe.multi and uprobe to the same event, a getpid(2) call that one
+// thread makes in a tight loop. Each hook's cost is measured three ways,
+// reported side by side because each sees a different part of it:
+//
+//   - added: the loop's time per call with the program attached minus
+//     without it, in alternating rounds: everything the hook costs the
+//     traced code (trampoline or trap, the program, the way back);
+//   - stats: the kernel's run-time statistics (BPF_ENABLE_STATS): the
+//     program's own run time, clocked by the code that calls it;
+//   - outside: fentry and fexit on the program itself (bpf/progprof.bpf.c),
+//     as `bpftool prog profile` does: the program's body, clocked from a
+//     trampoline around it.
+//
+// A hook the kernel refuses is listed with the kernel's reason.
+package hookbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/loader"
+	"github.com/hotlane/hotlane/report"
+)
+
+// Kind is a way of attaching a BPF program to kernel or user code.
+type Kind string
+
+// The kinds the bench knows, in the order it measures them.
+const (
+	FEntry      Kind = "fentry"
+	FExit       Kind = "fexit"
+	TpBTF       Kind = "tp_btf"
+	RawTp       Kind = "raw_tp"
+	Tracepoint  Kind = "tracepoint"
+	Kprobe      Kind = "kprobe"
+	Kretprobe   Kind = "kretprobe"
+	KprobeMulti Kind = "kprobe.multi"
+	Uprobe      Kind = "uprobe"
+)
+
+// Kinds returns every kind, in the order the bench measures them.
+func Kinds() []Kind {
+	return []Kind{FEntry, FExit, TpBTF, RawTp, Tracepoint, Kprobe, Kretprobe, KprobeMulti, Uprobe}
+}
+
+// ErrUnknownKind is returned (wrapped) for a kind not in Kinds.
+var ErrUnknownKind = errors.New("unknown hook kind")
+
+// ParseKinds reads a list of kind names; none means all.
+func ParseKinds(names []string) ([]Kind, error) {
+	if len(names) == 0 {
+		return Kinds(), nil
+	}
+	var out []Kind
+	for _, n := range names {
+		k := Kind(n)
+		if !slices.Contains(Kinds(), k) {
+			return nil, fmt.Errorf("%w %q: want one of %v", ErrUnknownKind, n, Kinds())
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// The event every kind attaches to. getpid is the cheapest system call
+// there is, so the hook's share of its time is as large as it gets.
+const (
+	syscallFunc     = "__x64_sys_getpid" // hotlane builds for x86-64 only
+	syscallTpGroup  = "raw_syscalls"
+	syscallTpName   = "sys_enter"
+	uprobeFuncLabel = "hookbench.getpidCall"
+)
+
+// program is the hookbench.bpf.c program of each kind.
+var programs = map[Kind]string{
+	FEntry: bpf.HookbenchProgHbFentry, FExit: bpf.HookbenchProgHbFexit,
+	TpBTF: bpf.HookbenchProgHbTpBtf, RawTp: bpf.HookbenchProgHbRawTp, Tracepoint: bpf.HookbenchProgHbTracepoint,
+	Kprobe: bpf.HookbenchProgHbKprobe, Kretprobe: bpf.HookbenchProgHbKretprobe,
+	KprobeMulti: bpf.HookbenchProgHbKprobeMulti, Uprobe: bpf.HookbenchProgHbUprobe,
+}
+
+// event names what kind k attaches to, for the report.
+func (k Kind) event() string {
+	switch k {
+	case TpBTF, RawTp, Tracepoint:
+		return syscallTpGroup + ":" + syscallTpName
+	case Uprobe:
+		return uprobeFuncLabel
+	}
+	return syscallFunc
+}
+
+// getpidCall is the call the bench drives, a function of its own so that a
+// uprobe has a place to sit in this binary. nosplit: a Go function's
+// stack check can send it through the scheduler (a preemption request)
+// and restart it from its first instruction, where the uprobe would fire
+// a second time for one call.
+//
+//go:noinline
+//go:nosplit
+func getpidCall() { unix.Getpid() }
+
+// loop makes n calls and returns the time per call.
+func loop(n int) time.Duration {
+	start := time.Now()
+	for range n {
+		getpidCall()
+	}
+	return time.Since(start) / time.Duration(n)
+}
+
+// Config says what to measure.
+type Config struct {
+	// Kinds to measure; empty means all.
+	Kinds []Kind
+	// Calls per round (default 100000) and rounds per kind (default 5).
+	// Each round times the loop once without the program and once with it.
+	Calls, Rounds int
+	// Progress, if set, gets a line per kind as the bench goes.
+	Progress io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Kinds) == 0 {
+		c.Kinds = Kinds()
+	}
+	if c.Calls <= 0 {
+		c.Calls = 100000
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 5
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+// HookCost is what one kind of hook cost per call of the event.
+type HookCost struct {
+	Kind  Kind   `json:"hook"`
+	Event string `json:"event"`
+	// Refused is why the kernel would not load or attach the program; the
+	// figures are zero then.
+	Refused string `json:"refused,omitempty"`
+	// Driven is the calls made while the program was attached in the
+	// timing rounds, Counted how many of them the program counted.
+	Driven  uint64 `json:"calls_driven"`
+	Counted uint64 `json:"calls_counted"`
+	// Without and With are the median time per call over the rounds;
+	// Noise is the widest spread of either set of rounds, the margin
+	// within which a difference says nothing.
+	Without time.Duration `json:"without_ns_per_call"`
+	With    time.Duration `json:"with_ns_per_call"`
+	Noise   time.Duration `json:"noise_ns_per_call"`
+	// Stats is the program's run time from the kernel's statistics, and
+	// Outside the same from fentry/fexit on the program, over one round
+	// each (runs can exceed the calls: sys_enter runs for every system
+	// call of every task).
+	Stats          report.ProgramCost `json:"stats"`
+	Outside        report.ProgramCost `json:"outside"`
+	OutsideRefused string             `json:"outside_refused,omitempty"`
+}
+
+// Added is the time the hook added to each call.
+func (h HookCost) Added() time.Duration { return h.With - h.Without }
+
+// Report is the bench's result.
+type Report struct {
+	Kernel   string        `json:"kernel"`
+	Calls    int           `json:"calls_per_round"`
+	Rounds   int           `json:"rounds"`
+	Hooks    []HookCost    `json:"hooks"`
+	Programs []ProgramCost `json:"programs,omitempty"`
+	// ProgramsLoad says what drove hotlane's programs while they were
+	// measured.
+	ProgramsLoad string `json:"programs_load,omitempty"`
+}
+
+// Run measures every kind in cfg on this kernel. A kind the kernel refuses
+// is reported, not an error; the error is for the bench itself failing
+// (ctx ended, the object did not parse, a map could not be read).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return nil, fmt.Errorf("uname: %w", err)
+	}
+	rep := &Report{Kernel: unix.ByteSliceToString(uts.Release[:]), Calls: cfg.Calls, Rounds: cfg.Rounds}
+	spec, err := bpf.LoadHookbench()
+	if err != nil {
+		return nil, fmt.Errorf("hook bench object: %w", err)
+	}
+	if err := spec.Variables[bpf.HookbenchVarGetpidNr].Set(int64(unix.SYS_GETPID)); err != nil {
+		return nil, fmt.Errorf("hook bench object: set getpid_nr: %w", err)
+	}
+
+	// Every figure comes from this one thread: the program counts only its
+	// calls, and the Go scheduler must not move the loop between threads.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+
+	for i, k := range cfg.Kinds {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(cfg.Progress, "hooks: %d/%d %s on %s\n", i+1, len(cfg.Kinds), k, k.event())
+		h, err := measureKind(ctx, spec, k, tid, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		rep.Hooks = append(rep.Hooks, h)
+	}
+	return rep, nil
+}
+
+// kindProgram is one kind's program, loaded on its own so that a kind the
+// kernel refuses does not stop the others, and how to attach it.
+type kindProgram struct {
+	coll   *ebpf.Collection
+	prog   *ebpf.Program
+	attach func() (link.Link, error)
+}
+
+func loadKind(spec *ebpf.CollectionSpec, k Kind, tid int) (*kindProgram, error) {
+	name := programs[k]
+	s := spec.Copy()
+	for n := range s.Programs {
+		if n != name {
+			delete(s.Programs, n)
+		}
+	}
+	coll, err := ebpf.NewCollection(s)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", name, err)
+	}
+	if err := coll.Variables[bpf.HookbenchVarDriverTid].Set(uint32(tid)); err != nil {
+		coll.Close()
+		return nil, fmt.Errorf("set driver_tid: %w", err)
+	}
+	kp := &kindProgram{coll: coll, prog: coll.Programs[name]}
+	p := kp.prog
+	switch k {
+	case FEntry, FExit, TpBTF:
+		kp.attach = func() (link.Link, error) { return link.AttachTracing(link.TracingOptions{Program: p}) }
+	case RawTp:
+		kp.attach = func() (link.Link, error) {
+			return link.AttachRawTracepoint(link.RawTracepointOptions{Name: syscallTpName, Program: p})
+		}
+	case Tracepoint:
+		kp.attach = func() (link.Link, error) { return link.Tracepoint(syscallTpGroup, syscallTpName, p, nil) }
+	case Kprobe:
+		kp.attach = func() (link.Link, error) { return link.Kprobe(syscallFunc, p, nil) }
+	case Kretprobe:
+		kp.attach = func() (link.Link, error) { return link.Kretprobe(syscallFunc, p, nil) }
+	case KprobeMulti:
+		kp.attach = func() (link.Link, error) {
+			return link.KprobeMulti(p, link.KprobeMultiOptions{Symbols: []string{syscallFunc}})
+		}
+	case Uprobe:
+		kp.attach = func() (link.Link, error) { return attachUprobe(p) }
+	}
+	return kp, nil
+}
+
+// attachUprobe puts the uprobe on getpidCall in this executable. The
+// place is found from the function's address in memory and the mapping
+// of the executable that holds it, not from the symbol table, which go
+// test and release builds (-ldflags=-s) leave out.
+func attachUprobe(p *ebpf.Program) (link.Link, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this executable: %w", err)
+	}
+	pc := uint64(reflect.ValueOf(getpidCall).Pointer())
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, err
+	}
+	off, err := fileOffset(string(maps), pc)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := link.OpenExecutable(exe)
+	if err != nil {
+		return nil, err
+	}
+	return ex.Uprobe(uprobeFuncLabel, p, &link.UprobeOptions{Address: off})
+}
+
+// fileOffset finds the file offset of the code at pc from /proc/self/maps
+// ("start-end perms offset dev inode path").
+func fileOffset(maps string, pc uint64) (uint64, error) {
+	for line := range strings.Lines(maps) {
+		var start, end, off uint64
+		var perms string
+		if _, err := fmt.Sscanf(line, "%x-%x %s %x", &start, &end, &perms, &off); err != nil {
+			continue
+		}
+		if start <= pc && pc < end {
+			if !strings.Contains(perms, "x") {
+				return 0, fmt.Errorf("address %#x is in a mapping without execute permission (%s)", pc, perms)
+			}
+			return pc - start + off, nil
+		}
+	}
+	return 0, fmt.Errorf("address %#x of the traced function is in no mapping of /proc/self/maps", pc)
+}
+
+// count is the calls the program counted so far, over all CPUs.
+func (kp *kindProgram) count() (uint64, error) {
+	var perCPU []bpf.HookbenchHit
+	if err := kp.coll.Maps[bpf.HookbenchMapHits].Lookup(uint32(0), &perCPU); err != nil {
+		return 0, fmt.Errorf("read hits: %w", err)
+	}
+	var n uint64
+	for _, h := range perCPU {
+		n += h.Count
+	}
+	return n, nil
+}
+
+// attached runs fn with the program attached and returns the calls it
+// counted meanwhile.
+func (kp *kindProgram) attached(fn func()) (uint64, error) {
+	l, err := kp.attach()
+	if err != nil {
+		return 0, fmt.Errorf("attach: %w", err)
+	}
+	before, err := kp.count()
+	if err != nil {
+		l.Close()
+		return 0, err
+	}
+	fn()
+	after, err := kp.count()
+	if cerr := l.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("detach: %w", cerr)
+	}
+	return after - before, err
+}
+
+func measureKind(ctx context.Context, spec *ebpf.CollectionSpec, k Kind, tid int, cfg Config) (HookCost, error) {
+	h := HookCost{Kind: k, Event: k.event()}
+	kp, err := loadKind(spec, k, tid)
+	if err != nil {
+		h.Refused = err.Error()
+		return h, nil
+	}
+	defer kp.coll.Close()
+	// The first attach says whether the kernel takes this kind at all.
+	if l, err := kp.attach(); err != nil {
+		h.Refused = fmt.Sprintf("attach %s to %s: %v", programs[k], k.event(), err)
+		return h, nil
+	} else if err := l.Close(); err != nil {
+		return h, fmt.Errorf("detach: %w", err)
+	}
+
+	loop(cfg.Calls / 10) // warm the loop up
+	var without, with []time.Duration
+	for range cfg.Rounds {
+		if err := ctx.Err(); err != nil {
+			return h, err
+		}
+		without = append(without, loop(cfg.Calls))
+		var per time.Duration
+		n, err := kp.attached(func() { per = loop(cfg.Calls) })
+		if err != nil {
+			return h, err
+		}
+		with = append(with, per)
+		h.Driven += uint64(cfg.Calls)
+		h.Counted += n
+	}
+	h.Without, h.With = median(without), median(with)
+	h.Noise = max(spread(without), spread(with))
+
+	if h.Stats, err = statsRound(kp, programs[k], cfg.Calls); err != nil {
+		return h, err
+	}
+	h.Outside, h.OutsideRefused, err = outsideRound(kp.prog, programs[k], func() error {
+		_, err := kp.attached(func() { loop(cfg.Calls) })
+		return err
+	})
+	return h, err
+}
+
+// statsRound runs one round with the kernel's run-time statistics on.
+func statsRound(kp *kindProgram, name string, calls int) (report.ProgramCost, error) {
+	st, err := loader.EnableRunTimeStats()
+	if err != nil {
+		return report.ProgramCost{}, err
+	}
+	defer st.Close()
+	before, err := kp.prog.Stats()
+	if err != nil {
+		return report.ProgramCost{}, fmt.Errorf("run-time statistics: %w", err)
+	}
+	if _, err := kp.attached(func() { loop(calls) }); err != nil {
+		return report.ProgramCost{}, err
+	}
+	after, err := kp.prog.Stats()
+	if err != nil {
+		return report.ProgramCost{}, fmt.Errorf("run-time statistics: %w", err)
+	}
+	return report.ProgramCost{Program: name, Runs: after.RunCount - before.RunCount, Total: after.Runtime - before.Runtime}, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func spread(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return slices.Max(ds) - slices.Min(ds)
+}
