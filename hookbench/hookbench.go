@@ -84,9 +84,13 @@ func ParseKinds(names []string) ([]Kind, error) {
 }
 
 // The event every kind attaches to. getpid is the cheapest system call
-// there is, so the hook's share of its time is as large as it gets.
+// there is, so the hook's share of its time is as large as it gets. The
+// function hooks take the function it calls out of line for its work
+// (kernel/pid.c), which is in BTF on every kernel, where the syscall's
+// entry __x64_sys_getpid is not (fentry needs BTF). Other callers of it
+// run too, but only the driving thread's calls count.
 const (
-	syscallFunc     = "__x64_sys_getpid" // hotlane builds for x86-64 only
+	syscallFunc     = "__task_pid_nr_ns" // getpid's work; __x64_sys_getpid has no BTF
 	syscallTpGroup  = "raw_syscalls"
 	syscallTpName   = "sys_enter"
 	uprobeFuncLabel = "hookbench.getpidCall"
@@ -254,7 +258,7 @@ func loadKind(spec *ebpf.CollectionSpec, k Kind, tid int) (*kindProgram, error) 
 	}
 	coll, err := ebpf.NewCollection(s)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", name, err)
+		return nil, fmt.Errorf("load: %w", err)
 	}
 	if err := coll.Variables[bpf.HookbenchVarDriverTid].Set(uint32(tid)); err != nil {
 		coll.Close()
@@ -329,6 +333,17 @@ func fileOffset(maps string, pc uint64) (uint64, error) {
 	return 0, fmt.Errorf("address %#x of the traced function is in no mapping of /proc/self/maps", pc)
 }
 
+// refusal says why the kernel refused a hook, in one line. EPERM to root
+// is the kernel's choice, not a missing privilege (the bench checks those
+// first).
+func refusal(err error) string {
+	msg := loader.CleanError(err)
+	if errors.Is(err, unix.EPERM) {
+		msg += " (as root: lockdown, an LSM or kernel policy forbids it)"
+	}
+	return msg
+}
+
 // count is the calls the program counted so far, over all CPUs.
 func (kp *kindProgram) count() (uint64, error) {
 	var perCPU []bpf.HookbenchHit
@@ -366,13 +381,13 @@ func measureKind(ctx context.Context, spec *ebpf.CollectionSpec, k Kind, tid int
 	h := HookCost{Kind: k, Event: k.event()}
 	kp, err := loadKind(spec, k, tid)
 	if err != nil {
-		h.Refused = err.Error()
+		h.Refused = refusal(err)
 		return h, nil
 	}
 	defer kp.coll.Close()
 	// The first attach says whether the kernel takes this kind at all.
 	if l, err := kp.attach(); err != nil {
-		h.Refused = fmt.Sprintf("attach %s to %s: %v", programs[k], k.event(), err)
+		h.Refused = refusal(fmt.Errorf("attach to %s: %w", k.event(), err))
 		return h, nil
 	} else if err := l.Close(); err != nil {
 		return h, fmt.Errorf("detach: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -43,19 +44,32 @@ func attachProfiler(target *ebpf.Program, fn string) (*profiler, error) {
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return nil, fmt.Errorf("load fentry/fexit on %s: %w", fn, err)
+		// Either program may fail first (they load in map order); the
+		// reason is the same, so the message does not name it.
+		perr := &profileError{err: err, msg: strings.NewReplacer("program prof_enter: ", "", "program prof_exit: ", "").Replace(err.Error())}
+		return nil, fmt.Errorf("load fentry/fexit on the program: %w", perr)
 	}
 	p := &profiler{coll: coll}
 	for _, name := range []string{bpf.ProgprofProgProfEnter, bpf.ProgprofProgProfExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
 		if err != nil {
 			p.Close()
-			return nil, fmt.Errorf("attach %s on %s: %w", name, fn, err)
+			return nil, fmt.Errorf("attach %s on the program: %w", name, err)
 		}
 		p.links = append(p.links, l)
 	}
 	return p, nil
 }
+
+// profileError is a load error with the program's name taken out; errors.Is
+// still finds the errno.
+type profileError struct {
+	err error
+	msg string
+}
+
+func (e *profileError) Error() string { return e.msg }
+func (e *profileError) Unwrap() error { return e.err }
 
 // cost is what the profiler has timed so far.
 func (p *profiler) cost() (runs, totalNs uint64, err error) {
@@ -85,7 +99,7 @@ func outsideRound(target *ebpf.Program, fn string, round func() error) (c report
 	c.Program = fn
 	p, err := attachProfiler(target, fn)
 	if err != nil {
-		return c, err.Error(), nil
+		return c, refusal(err), nil
 	}
 	defer p.Close()
 	if err := round(); err != nil {
@@ -140,7 +154,7 @@ func Profile(ctx context.Context, programs map[string]*ebpf.Program, drive func(
 	for i, n := range names {
 		out[i].Outside.Program = n
 		if profs[i], err = attachProfiler(programs[n], n); err != nil {
-			out[i].OutsideRefused = err.Error()
+			out[i].OutsideRefused = refusal(err)
 		}
 	}
 	if err := drive(ctx); err != nil {

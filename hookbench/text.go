@@ -75,14 +75,13 @@ func (r *Report) WriteText(w io.Writer) error {
 			ew.Printf("  %-13s %s\n", h.Kind, h.Refused)
 		}
 	}
-	var outsideRefused []string
+	var refusedOutside refusals
 	for _, h := range r.Hooks {
-		if h.OutsideRefused != "" {
-			outsideRefused = append(outsideRefused, string(h.Kind)+": "+h.OutsideRefused)
-		}
+		refusedOutside.add(string(h.Kind), h.OutsideRefused)
 	}
-	if len(outsideRefused) > 0 {
-		ew.Printf("\noutside (fentry/fexit on the program) refused:\n  %s\n", strings.Join(outsideRefused, "\n  "))
+	if len(refusedOutside) > 0 {
+		ew.Printf("\noutside (fentry/fexit on the program) refused:\n")
+		refusedOutside.write(ew)
 	}
 	ew.Printf("\nadded: the loop's time per call with the program attached minus without it;\n" +
 		"stats: the program's run time per run from BPF_ENABLE_STATS;\n" +
@@ -91,19 +90,49 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Programs) > 0 {
 		ew.Printf("\nhotlane's own programs under %s:\n", r.ProgramsLoad)
 		pt := report.Table{Header: []string{"program", "runs", "stats/run", "outside runs", "outside/run"}}
-		var why []string
+		var why refusals
 		for _, p := range r.Programs {
 			outRuns := fmt.Sprint(p.Outside.Runs)
 			if p.OutsideRefused != "" {
 				outRuns = "-"
-				why = append(why, p.Program+": "+p.OutsideRefused)
 			}
+			why.add(p.Program, p.OutsideRefused)
 			pt.Add(p.Program, fmt.Sprint(p.Stats.Runs), perRun(p.Stats, ""), outRuns, perRun(p.Outside, p.OutsideRefused))
 		}
 		ew.Do(pt.WriteText)
 		if len(why) > 0 {
-			ew.Printf("outside refused:\n  %s\n", strings.Join(why, "\n  "))
+			ew.Printf("outside refused:\n")
+			why.write(ew)
 		}
 	}
 	return ew.Err()
+}
+
+// refusals groups the things one reason refused, in order: a kernel that
+// refuses fentry on programs refuses it on all of them, in one line.
+type refusals []struct {
+	reason string
+	who    []string
+}
+
+func (rs *refusals) add(who, reason string) {
+	if reason == "" {
+		return
+	}
+	for i := range *rs {
+		if (*rs)[i].reason == reason {
+			(*rs)[i].who = append((*rs)[i].who, who)
+			return
+		}
+	}
+	*rs = append(*rs, struct {
+		reason string
+		who    []string
+	}{reason, []string{who}})
+}
+
+func (rs refusals) write(ew *report.Writer) {
+	for _, r := range rs {
+		ew.Printf("  %s: %s\n", strings.Join(r.who, ", "), r.reason)
+	}
 }

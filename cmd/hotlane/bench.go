@@ -22,6 +22,9 @@ import (
 )
 
 func runBench(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] == "hooks" {
+		return runBenchHooks(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	list := fs.String("schedulers", strings.Join(workloads.BuiltinVariants, ","),
 		"comma-separated variants to compare: "+strings.Join(workloads.BuiltinVariants, ", ")+", or a --scheduler NAME")
@@ -47,6 +50,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.Var(&comms, "inference-comm", "comm prefix hotlane treats as inference (default: the lane's own comms: infer, cyclictest)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane bench [flags]
+       hotlane bench hooks [flags]   (what each BPF hook kind costs; -h for its flags)
 
 Runs the same workload under each variant in one boot, in alternating
 order, with the run-queue latency tracer attached. The lane is the

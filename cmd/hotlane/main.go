@@ -39,7 +39,7 @@ func commands() []command {
 		{"probe", "ioctl, DMA and XDP probes", runProbe},
 		{"workload", "run a periodic inference task over CPU hogs and report its lateness", runWorkload},
 		{"verify", "measure run-queue latency per class and check a bound", runVerify},
-		{"bench", "compare schedulers on the same workload (inside the VM)", runBench},
+		{"bench", "compare schedulers on the same workload (inside the VM); 'bench hooks': BPF hook costs", runBench},
 		{"vm", "boot a sched_ext kernel under qemu and run a hotlane command inside it", runVM},
 	}
 }

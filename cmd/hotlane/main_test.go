@@ -178,6 +178,8 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"bench", "--repeats", "0"}, "out of range 1..100"},
 		{[]string{"bench", "--hogs", "-1"}, "out of range 0..4096"},
 		{[]string{"bench", "--compute", "-1ms"}, "below the minimum"},
+		{[]string{"bench", "hooks", "--hooks", "fentry,kprobes"}, `--hooks: unknown hook kind "kprobes"`},
+		{[]string{"bench", "hooks", "--calls", "10"}, "out of range 100..100000000"},
 		{[]string{"workload", "--threads", "0"}, "out of range 1..1024"},
 		{[]string{"workload", "--period", "0s"}, "must be positive"},
 		{[]string{"probe", "ioctl", "--top", "-5"}, "out of range"},
@@ -322,6 +324,7 @@ func TestCommandsWithoutPrivileges(t *testing.T) {
 	for _, args := range [][]string{
 		{"verify", "--duration", "1s"},
 		{"bench", "--duration", "1s", "--out", out},
+		{"bench", "hooks", "--calls", "1000"},
 		{"probe", "dma", "--duration", "1s"},
 		{"probe", "xdp", "--iface", "lo", "--duration", "1s"},
 		{"probe", "ioctl", "--duration", "1s"},
@@ -433,6 +436,45 @@ func TestVerifyJSONToStdout(t *testing.T) {
 // A bound every wait breaks floods the violation stream: verify prints at
 // most --violation-lines a second, says how many more each second had,
 // and the printed and the not-printed add up to the streamed count.
+// bench hooks --json - writes one JSON document with every hook kind on
+// standard output (the refused ones with their reason), and the text on
+// standard error.
+func TestBenchHooksJSONToStdout(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches BPF programs: needs root")
+	}
+	cmd := exec.Command(hotlaneBinary(t), "bench", "hooks", "--calls", "2000", "--rounds", "2", "--own-duration", "200ms", "--json", "-")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench hooks --json -: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep struct {
+		Hooks []struct {
+			Hook    string `json:"hook"`
+			Refused string `json:"refused"`
+			Counted uint64 `json:"calls_counted"`
+		} `json:"hooks"`
+		Programs []struct {
+			Program string `json:"program"`
+		} `json:"programs"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("standard output is not one JSON document: %v\n%s", err, stdout.String())
+	}
+	if len(rep.Hooks) != 9 || len(rep.Programs) == 0 {
+		t.Errorf("JSON has %d hooks (want 9) and %d of hotlane's programs:\n%s", len(rep.Hooks), len(rep.Programs), stdout.String())
+	}
+	for _, h := range rep.Hooks {
+		if (h.Refused == "") == (h.Counted == 0) {
+			t.Errorf("%s: counted %d, refused %q: want one or the other", h.Hook, h.Counted, h.Refused)
+		}
+	}
+	if !strings.Contains(stderr.String(), "BPF hook cost on") {
+		t.Errorf("the text report is not on standard error:\n%s", stderr.String())
+	}
+}
+
 func TestVerifyLimitsViolationLines(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("attaches the tracer: needs root")
