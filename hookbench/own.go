@@ -19,7 +19,7 @@ const ownComm = "hl-hookbench"
 
 // OwnLoad says what drives hotlane's programs in ProfileOwn, for the report.
 func OwnLoad(d time.Duration) string {
-	return fmt.Sprintf("%s of threads bouncing a byte over pipes (tracer) and of TCGETS on /dev/ptmx (ioctl probe), per measure", d)
+	return fmt.Sprintf("%s of threads bouncing a byte over pipes (tracer) and of FIONREAD on a pipe (ioctl probe), per measure", d)
 }
 
 // ProfileOwn attaches hotlane's run-queue tracer and its ioctl probe, each
@@ -58,21 +58,23 @@ func ProfileOwn(ctx context.Context, d time.Duration) ([]ProgramCost, error) {
 	return append(out, probed...), nil
 }
 
-// ioctlLoop issues TCGETS on a pty master for d.
+// ioctlLoop issues FIONREAD (TIOCINQ) on a pipe for d: an ioctl that needs no
+// device node, so it runs in a bare initramfs too.
 func ioctlLoop(ctx context.Context, d time.Duration) error {
-	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open /dev/ptmx: %w", err)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("pipe: %w", err)
 	}
-	defer unix.Close(fd)
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		for range 1000 {
-			if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
-				return fmt.Errorf("TCGETS on /dev/ptmx: %w", err)
+			if _, err := unix.IoctlGetInt(p[0], unix.TIOCINQ); err != nil {
+				return fmt.Errorf("FIONREAD on a pipe: %w", err)
 			}
 		}
 	}

@@ -42,7 +42,7 @@ binary). Each hook is measured three ways, side by side:
 
 A hook the kernel refuses is listed with the kernel's reason. Then the
 same two per-run measures for hotlane's own tracer and ioctl probe
-programs, under a pipe ping-pong and a TCGETS loop (--own=false: skip).
+programs, under a pipe ping-pong and a FIONREAD loop (--own=false: skip).
 
 Needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN). Runs on any kernel
 hotlane supports; no sched_ext needed.
