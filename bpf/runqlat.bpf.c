@@ -246,6 +246,7 @@ struct explanation {
 	u64 irq_ns;		/* hardirq handlers */
 	u64 softirq_ns;		/* softirqs, wherever they ran (ksoftirqd included) */
 	u64 uncovered_ns;	/* older than the CPU's kept history */
+	u64 ext_cb_ns;		/* in sched_ext callbacks, overlapping the above */
 	u32 from_cpu;		/* where it last ran; ~0 if not known */
 	u32 flags;		/* EX_* */
 	struct blamed top[HL_BLAMED];
@@ -357,6 +358,7 @@ struct segment {
 	u64 start;		/* when the task got the CPU; 0: slot unused */
 	u64 irq;		/* the CPU's irq_ns at start */
 	u64 softirq;		/* the CPU's softirq_ns at start */
+	u64 ext_cb;		/* the CPU's ext_cb_ns at start */
 	u32 pid;
 	u8 kind;		/* enum seg_kind */
 	u8 class_id;
@@ -371,10 +373,12 @@ struct cpu_state {
 	u64 irq_entry;		/* the open hardirq handler's start; 0: none */
 	u64 softirq_entry;	/* the open softirq's start; 0: none */
 	u64 softirq_irq_base;	/* irq_ns when it started */
+	u64 ext_cb_ns;		/* time in sched_ext callbacks, all of it */
+	u64 ext_cb_entry;	/* the open callback's start */
 	u64 timer_task;		/* the task whose timer is expiring here now; 0: none */
 	u64 timer_cause_at;	/* when that timer was due (CLOCK_MONOTONIC) */
 	u32 head;		/* the newest segment */
-	u32 _pad;
+	u32 ext_cb_depth;	/* callbacks open on this CPU (one nests, from an interrupt) */
 	struct segment seg[HL_SEGMENTS];
 };
 
@@ -436,6 +440,7 @@ static __always_inline void push_segment(struct cpu_state *c, u64 now, u32 pid, 
 	s->start = now;
 	s->irq = c->irq_ns;
 	s->softirq = c->softirq_ns;
+	s->ext_cb = c->ext_cb_ns;
 	s->pid = pid;
 	s->kind = kind;
 	s->class_id = class_id;
@@ -480,12 +485,12 @@ static __always_inline void blame(struct explanation *ex, const struct segment *
  */
 static __always_inline void explain_wait(struct explanation *ex, const struct cpu_state *c, u64 at, u64 now)
 {
-	u64 end = now, irq_end = c->irq_ns, soft_end = c->softirq_ns;
+	u64 end = now, irq_end = c->irq_ns, soft_end = c->softirq_ns, cb_end = c->ext_cb_ns;
 	u32 h = c->head;
 
 	for (u32 i = 0; i < HL_SEGMENTS; i++) {
 		const struct segment *s = &c->seg[(h - i) & (HL_SEGMENTS - 1)];
-		u64 start = s->start, len, irq, soft, run;
+		u64 start = s->start, len, irq, soft, cb, run;
 		u8 kind = s->kind;
 
 		if (end <= at || !start)
@@ -495,16 +500,20 @@ static __always_inline void explain_wait(struct explanation *ex, const struct cp
 			 * up to its switch-in): the one before ends here. */
 			irq_end = s->irq;
 			soft_end = s->softirq;
+			cb_end = s->ext_cb;
 			continue;
 		}
 		irq = irq_end - s->irq;
 		soft = soft_end - s->softirq;
+		cb = cb_end - s->ext_cb;
 		len = end - start;
 		if (start < at) {
 			irq = irq * (end - at) / len;
 			soft = soft * (end - at) / len;
+			cb = cb * (end - at) / len;
 			len = end - at;
 		}
+		ex->ext_cb_ns += cb < len ? cb : len;
 		if (irq > len)
 			irq = len;
 		if (soft > len - irq)
@@ -520,6 +529,7 @@ static __always_inline void explain_wait(struct explanation *ex, const struct cp
 		end = start;
 		irq_end = s->irq;
 		soft_end = s->softirq;
+		cb_end = s->ext_cb;
 	}
 	if (end > at)
 		ex->uncovered_ns = end - at;
@@ -1177,6 +1187,35 @@ int rq_switch_btf(u64 *ctx)
 		push_segment(c, now, next->pid, seg_kind(next->pid, next->prio, (u64)next->sched_class),
 			     class_id, (const u64 *)next->comm);
 	}
+	return 0;
+}
+
+/*
+ * fentry/fexit on each callback of the sched_ext scheduler that runs (its
+ * struct_ops programs), loaded by the tracer once per callback with the
+ * callback as the target: the CPU's time in them, which explanations
+ * report beside the parts (a callback runs inside a task's or an
+ * interrupt's time). Callbacks run with interrupts off but for a few
+ * (ops.init_task, ops.exit_task), in which ops.tick can nest: the depth
+ * keeps the outer one's clock.
+ */
+SEC("fentry/hl_ext_callback")
+int rq_ext_cb_enter(u64 *ctx)
+{
+	struct cpu_state *c = cpu_get();
+
+	if (c && c->ext_cb_depth++ == 0)
+		c->ext_cb_entry = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("fexit/hl_ext_callback")
+int rq_ext_cb_exit(u64 *ctx)
+{
+	struct cpu_state *c = cpu_get();
+
+	if (c && c->ext_cb_depth && --c->ext_cb_depth == 0)
+		c->ext_cb_ns += bpf_ktime_get_ns() - c->ext_cb_entry;
 	return 0;
 }
 

@@ -27,6 +27,8 @@ const (
 	RunqlatMapTasks                     = "tasks"
 	RunqlatMapTotals                    = "totals"
 	RunqlatMapViolations                = "violations"
+	RunqlatProgRqExtCbEnter             = "rq_ext_cb_enter"
+	RunqlatProgRqExtCbExit              = "rq_ext_cb_exit"
 	RunqlatProgRqFreeRaw                = "rq_free_raw"
 	RunqlatProgRqHrtimeoutRet           = "rq_hrtimeout_ret"
 	RunqlatProgRqIrqEntryBtf            = "rq_irq_entry_btf"
@@ -108,6 +110,8 @@ type RunqlatSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatProgramSpecs struct {
+	RqExtCbEnter      *ebpf.ProgramSpec `ebpf:"rq_ext_cb_enter"`
+	RqExtCbExit       *ebpf.ProgramSpec `ebpf:"rq_ext_cb_exit"`
 	RqFreeRaw         *ebpf.ProgramSpec `ebpf:"rq_free_raw"`
 	RqHrtimeoutRet    *ebpf.ProgramSpec `ebpf:"rq_hrtimeout_ret"`
 	RqIrqEntryBtf     *ebpf.ProgramSpec `ebpf:"rq_irq_entry_btf"`
@@ -245,6 +249,8 @@ type RunqlatVariables struct {
 //
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatPrograms struct {
+	RqExtCbEnter      *ebpf.Program `ebpf:"rq_ext_cb_enter"`
+	RqExtCbExit       *ebpf.Program `ebpf:"rq_ext_cb_exit"`
 	RqFreeRaw         *ebpf.Program `ebpf:"rq_free_raw"`
 	RqHrtimeoutRet    *ebpf.Program `ebpf:"rq_hrtimeout_ret"`
 	RqIrqEntryBtf     *ebpf.Program `ebpf:"rq_irq_entry_btf"`
@@ -270,6 +276,8 @@ type RunqlatPrograms struct {
 
 func (p *RunqlatPrograms) Close() error {
 	return _RunqlatClose(
+		p.RqExtCbEnter,
+		p.RqExtCbExit,
 		p.RqFreeRaw,
 		p.RqHrtimeoutRet,
 		p.RqIrqEntryBtf,

@@ -51,6 +51,11 @@ type Explanation struct {
 	// told at all (the kernel must list ext_sched_class in kallsyms).
 	SchedExtExited bool `json:"sched_ext_exited"`
 	SchedExtKnown  bool `json:"sched_ext_known"`
+	// ExtCallbacks is the CPU's time in the sched_ext scheduler's
+	// callbacks meanwhile, inside the parts above (a callback runs in a
+	// task's or an interrupt's time); zero where they were not timed
+	// (Tracer.CallbacksNote says why).
+	ExtCallbacks time.Duration `json:"sched_ext_callbacks_ns"`
 }
 
 // Part is some of a wait's time, of one kind.
@@ -73,6 +78,7 @@ type BlamedTask struct {
 type explanationRecord struct {
 	Ns                          [len(segKinds)]uint64
 	IRQNs, SoftirqNs, Uncovered uint64
+	ExtCallbacksNs              uint64
 	FromCPU, Flags              uint32
 	Top                         [3]blamedRecord
 }
@@ -106,6 +112,7 @@ func (r *explanationRecord) explanation(classes []string) *Explanation {
 		Migrated:       r.Flags&exMigrated != 0,
 		SchedExtKnown:  r.Flags&exExtKnown != 0,
 		SchedExtExited: r.Flags&exExtLeft != 0,
+		ExtCallbacks:   time.Duration(r.ExtCallbacksNs),
 	}
 	if r.FromCPU != ^uint32(0) {
 		e.FromCPU = int(r.FromCPU)
@@ -171,6 +178,9 @@ func (e *Explanation) String() string {
 		}
 		s += "; ran: " + strings.Join(ts, ", ")
 	}
+	if e.ExtCallbacks > 0 {
+		s += "; of that, sched_ext callbacks " + report.Duration(e.ExtCallbacks)
+	}
 	if e.Migrated {
 		s += fmt.Sprintf("; migrated from cpu %d", e.FromCPU)
 	}
@@ -205,6 +215,9 @@ type CauseSummary struct {
 	// Migrated those whose task last ran elsewhere.
 	SchedExtExited uint64 `json:"sched_ext_exited"`
 	Migrated       uint64 `json:"migrated"`
+	// ExtCallbacks adds up their time in sched_ext callbacks (inside
+	// Parts).
+	ExtCallbacks time.Duration `json:"sched_ext_callbacks_ns"`
 }
 
 // CauseSummaries adds violations up per class.
@@ -247,6 +260,7 @@ func (c *CauseSummaries) Add(v Violation) {
 		}
 		a.tasks[k].Time += t.Time
 	}
+	a.s.ExtCallbacks += e.ExtCallbacks
 	if e.SchedExtExited {
 		a.s.SchedExtExited++
 	}
@@ -318,6 +332,9 @@ func writeCauses(w io.Writer, sums []CauseSummary) {
 		}
 		if s.Migrated > 0 {
 			fmt.Fprintf(w, "  %d migrated to the CPU that ran them\n", s.Migrated)
+		}
+		if s.ExtCallbacks > 0 {
+			fmt.Fprintf(w, "  of that, in sched_ext callbacks: %s (%.1f%%)\n", report.Duration(s.ExtCallbacks), 100*float64(s.ExtCallbacks)/float64(s.Wait))
 		}
 		if s.SchedExtExited > 0 {
 			fmt.Fprintf(w, "  %d spanned sched_ext exiting\n", s.SchedExtExited)

@@ -152,6 +152,12 @@ type Tracer struct {
 	// returns holds the fexit programs on the sleep calls, loaded apart
 	// so that a kernel refusing fexit still gets the rest.
 	returns *ebpf.Collection
+	// callbacks holds fentry/fexit on the sched_ext scheduler's
+	// callbacks, when explaining; CallbacksTimed counts the callbacks
+	// timed, CallbacksNote says why none are.
+	callbacks      *ebpf.Collection
+	CallbacksTimed int
+	CallbacksNote  string
 	// Started is when the tracer was attached.
 	Started time.Time
 }
@@ -330,6 +336,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 
 	returnsSpec := spec.Copy() // with the settings and sizes above
 	returnsSpec.Programs = returnProgs
+	callbacksSpec := returnsSpec.Copy()
 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
@@ -364,6 +371,9 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 		} else {
 			t.FeltEnd = FeltToReturn
 		}
+	}
+	if cfg.Explain {
+		t.attachExtCallbacks(callbacksSpec)
 	}
 	if t.ring, err = ringbuf.NewReader(coll.Maps["violations"]); err != nil {
 		return nil, err
@@ -425,6 +435,64 @@ func (t *Tracer) attachSleepReturns(spec *ebpf.CollectionSpec) (err error) {
 	return nil
 }
 
+// attachExtCallbacks puts fentry and fexit on every callback of the
+// sched_ext scheduler loaded now, so that explanations can say how much of
+// a wait the CPU spent in them. It is best effort: a kernel refusing
+// fentry, or no scheduler, leaves CallbacksNote saying so. A scheduler
+// loaded after the tracer is not timed.
+func (t *Tracer) attachExtCallbacks(spec *ebpf.CollectionSpec) {
+	cbs, err := loader.SchedExtCallbacks()
+	if err != nil {
+		t.CallbacksNote = "sched_ext callbacks not timed: " + err.Error()
+		return
+	}
+	defer func() {
+		for _, cb := range cbs {
+			cb.Program.Close()
+		}
+	}()
+	if len(cbs) == 0 {
+		t.CallbacksNote = "sched_ext callbacks not timed: no sched_ext scheduler was loaded when the tracer attached"
+		return
+	}
+	enter, exit := spec.Programs[bpf.RunqlatProgRqExtCbEnter], spec.Programs[bpf.RunqlatProgRqExtCbExit]
+	spec.Programs = make(map[string]*ebpf.ProgramSpec, 2*len(cbs))
+	for i, cb := range cbs {
+		for _, p := range []*ebpf.ProgramSpec{enter, exit} {
+			c := p.Copy()
+			c.AttachTarget, c.AttachTo = cb.Program, cb.Func
+			spec.Programs[fmt.Sprintf("%s_%d", p.Name, i)] = c
+		}
+	}
+	shared := make(map[string]*ebpf.Map, len(spec.Maps))
+	for name := range spec.Maps {
+		if m := t.coll.Maps[name]; m != nil {
+			shared[name] = m
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: shared})
+	if err != nil {
+		t.CallbacksNote = "sched_ext callbacks not timed: load fentry/fexit on them: " + loader.CleanError(err)
+		return
+	}
+	var links []link.Link
+	for name, p := range coll.Programs {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			coll.Close()
+			t.CallbacksNote = fmt.Sprintf("sched_ext callbacks not timed: attach %s: %s", name, loader.CleanError(err))
+			return
+		}
+		links = append(links, l)
+	}
+	t.callbacks = coll
+	t.links = append(t.links, links...)
+	t.CallbacksTimed = len(cbs)
+}
+
 func indexOf(names []string, name string) int {
 	for i, n := range names {
 		if n == name {
@@ -462,6 +530,9 @@ func (t *Tracer) Close() error {
 	}
 	if t.returns != nil {
 		t.returns.Close()
+	}
+	if t.callbacks != nil {
+		t.callbacks.Close()
 	}
 	t.coll.Close()
 	return errors.Join(errs...)

@@ -49,6 +49,10 @@ type Result struct {
 	// KeptViolations, longest first.
 	Causes []CauseSummary `json:"causes,omitempty"`
 	Worst  []Violation    `json:"violations,omitempty"`
+	// CallbacksTimed is how many sched_ext callbacks the explanations
+	// timed; CallbacksNote says why none were.
+	CallbacksTimed int    `json:"sched_ext_callbacks_timed"`
+	CallbacksNote  string `json:"sched_ext_callbacks_note,omitempty"`
 	// Unmeasured are the classes a bound names that no sample reached:
 	// the bound was checked against nothing, which is a mistake in the
 	// policy or the filters, not a latency that failed.
@@ -155,6 +159,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	res := &Result{Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
 	if opts.Tracer.Explain {
 		res.Causes = causes.Summaries()
+		res.CallbacksTimed, res.CallbacksNote = t.CallbacksTimed, t.CallbacksNote
 	}
 	if printer != nil {
 		printer.Flush()
@@ -293,6 +298,9 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	if len(r.Causes) > 0 {
 		fmt.Fprintln(w, "\nwhere the violations' waits went (on the CPU that ended each):")
 		writeCauses(w, r.Causes)
+		if r.CallbacksNote != "" {
+			fmt.Fprintf(w, "(%s)\n", r.CallbacksNote)
+		}
 		fmt.Fprintln(w)
 	}
 

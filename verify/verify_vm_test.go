@@ -137,7 +137,10 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 	go func() {
 		_, err := (workloads.Mix{
 			Periodic: []workloads.Periodic{{Comm: "infer", Period: 10 * time.Millisecond, Compute: time.Millisecond, Threads: 2}},
-			Hogs:     []workloads.Hogs{{Comm: "infer-hog", Threads: runtime.NumCPU()}, {Comm: "hog", Threads: 2}},
+			// Twice as many lane hogs as CPUs: some always wait in
+			// sched_ext, so a forced exit always lands inside lane waits
+			// (with one per CPU, a cold CI run once saw none).
+			Hogs: []workloads.Hogs{{Comm: "infer-hog", Threads: 2 * runtime.NumCPU()}, {Comm: "hog", Threads: 2}},
 		}).Run(ctx)
 		work <- err
 	}()
@@ -151,7 +154,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(ctx context.Context, d time.Duration, progress io.Writer) verify.CauseSummary {
+	run := func(ctx context.Context, d time.Duration, progress io.Writer) (verify.CauseSummary, *verify.Result) {
 		t.Helper()
 		res, err := verify.Run(ctx, verify.Options{
 			Tracer: verify.TracerConfig{Table: table, Explain: true}, Bounds: bounds, Duration: d,
@@ -169,15 +172,30 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 			t.Logf("%s: %d violations (%d explained), parts %v, by cause %v, tasks %v, exited %d",
 				c.Class, c.Violations, c.Explained, c.Parts, c.ByCause, c.Tasks, c.SchedExtExited)
 			if c.Class == "inference" && c.Explained > 0 {
-				return c
+				return c, res
 			}
 		}
 		t.Fatalf("no explained violation of the inference class (%d streamed)", res.Violations)
-		return verify.CauseSummary{}
+		return verify.CauseSummary{}, nil
 	}
 
 	t.Run("saturated", func(t *testing.T) {
-		c := run(ctx, 2*time.Second, nil)
+		c, res := run(ctx, 2*time.Second, nil)
+		// The scheduler was loaded first, so the tracer timed its
+		// callbacks (fentry on struct_ops programs), and some of the
+		// violations' time was spent in them, never more than they
+		// waited.
+		if res.CallbacksTimed == 0 {
+			t.Errorf("no sched_ext callback timed: %s", res.CallbacksNote)
+		}
+		if c.ExtCallbacks <= 0 || c.ExtCallbacks > c.Wait {
+			t.Errorf("violations spent %v of %v in sched_ext callbacks, want some and no more than the wait", c.ExtCallbacks, c.Wait)
+		}
+		for _, v := range res.Worst {
+			if v.Why != nil && v.Why.ExtCallbacks > v.Latency {
+				t.Errorf("%s[%d] waited %v, of which %v in sched_ext callbacks", v.Comm, v.PID, v.Latency, v.Why.ExtCallbacks)
+			}
+		}
 		if ext := c.Parts.Of(verify.KindSchedExt); ext < c.Wait/2 {
 			t.Errorf("tasks the scheduler chose are %v of %v waited, want most of it", ext, c.Wait)
 		}
@@ -206,7 +224,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 			})
 			return len(p), nil
 		})
-		c := run(runCtx, time.Minute, sysrq)
+		c, _ := run(runCtx, time.Minute, sysrq)
 		if info, exited, err := s.Exited(); err != nil || !exited {
 			t.Fatalf("the scheduler did not exit after SysRq-S (%v, %v)", exited, err)
 		} else {
