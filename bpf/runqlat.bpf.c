@@ -378,7 +378,7 @@ struct cpu_state {
 	u64 timer_task;		/* the task whose timer is expiring here now; 0: none */
 	u64 timer_cause_at;	/* when that timer was due (CLOCK_MONOTONIC) */
 	u32 head;		/* the newest segment */
-	u32 ext_cb_depth;	/* callbacks open on this CPU (one nests, from an interrupt) */
+	u32 _pad;
 	struct segment seg[HL_SEGMENTS];
 };
 
@@ -1194,17 +1194,18 @@ int rq_switch_btf(u64 *ctx)
  * fentry/fexit on each callback of the sched_ext scheduler that runs (its
  * struct_ops programs), loaded by the tracer once per callback with the
  * callback as the target: the CPU's time in them, which explanations
- * report beside the parts (a callback runs inside a task's or an
- * interrupt's time). Callbacks run with interrupts off but for a few
- * (ops.init_task, ops.exit_task), in which ops.tick can nest: the depth
- * keeps the outer one's clock.
+ * report beside the parts (a callback runs in a task's or an interrupt's
+ * time). One start stamp per CPU, cleared at the exit: a sleepable
+ * callback (ops.init_task) may return on another CPU, and a stamp that
+ * outlived it must not hold the next one back. A callback nested in it
+ * from an interrupt (ops.tick) is counted; the outer one then is not.
  */
 SEC("fentry/hl_ext_callback")
 int rq_ext_cb_enter(u64 *ctx)
 {
 	struct cpu_state *c = cpu_get();
 
-	if (c && c->ext_cb_depth++ == 0)
+	if (c)
 		c->ext_cb_entry = bpf_ktime_get_ns();
 	return 0;
 }
@@ -1214,8 +1215,10 @@ int rq_ext_cb_exit(u64 *ctx)
 {
 	struct cpu_state *c = cpu_get();
 
-	if (c && c->ext_cb_depth && --c->ext_cb_depth == 0)
+	if (c && c->ext_cb_entry) {
 		c->ext_cb_ns += bpf_ktime_get_ns() - c->ext_cb_entry;
+		c->ext_cb_entry = 0;
+	}
 	return 0;
 }
 

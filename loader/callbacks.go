@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -17,9 +18,9 @@ type Callback struct {
 	Func    string
 }
 
-// SchedExtCallbacks opens every loaded struct_ops program whose object
-// defines struct sched_ext_ops: the callbacks of the sched_ext scheduler
-// that runs (or of one loaded and not yet attached), whoever loaded it.
+// SchedExtCallbacks opens every loaded struct_ops program: on a sched_ext
+// machine, the callbacks of the scheduler that runs (or of one loaded and
+// not yet attached), whoever loaded it.
 // The caller closes the programs. None loaded is not an error.
 func SchedExtCallbacks() ([]Callback, error) {
 	var out []Callback
@@ -55,17 +56,17 @@ func SchedExtCallbacks() ([]Callback, error) {
 }
 
 // schedExtCallbackFunc is prog's function name if it is a struct_ops
-// program of a sched_ext scheduler.
+// program. Its BTF names the function; the kernel's name for the program
+// is that name cut to 15 bytes, which picks it out. Other struct_ops users
+// (HID-BPF, TCP congestion control) are not told apart: they are rare
+// beside a sched_ext scheduler, and their callbacks do not run on the
+// scheduler's paths.
 func schedExtCallbackFunc(prog *ebpf.Program) (string, bool) {
 	if prog.Type() != ebpf.StructOps {
 		return "", false
 	}
 	info, err := prog.Info()
-	if err != nil {
-		return "", false
-	}
-	funcs, err := info.FuncInfos()
-	if err != nil || len(funcs) == 0 || funcs[0].Offset != 0 || funcs[0].Func == nil {
+	if err != nil || info.Name == "" {
 		return "", false
 	}
 	h, err := prog.Handle()
@@ -77,9 +78,16 @@ func schedExtCallbackFunc(prog *ebpf.Program) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	var ops *btf.Struct
-	if spec.TypeByName("sched_ext_ops", &ops) != nil {
-		return "", false
+	found := ""
+	for typ := range spec.All() {
+		f, ok := typ.(*btf.Func)
+		if !ok || (f.Name != info.Name && (len(info.Name) < 15 || !strings.HasPrefix(f.Name, info.Name))) {
+			continue
+		}
+		if found != "" && found != f.Name {
+			return "", false // two functions fit the cut name
+		}
+		found = f.Name
 	}
-	return funcs[0].Func.Name, true
+	return found, found != ""
 }
