@@ -412,35 +412,16 @@ func measureKind(ctx context.Context, spec *ebpf.CollectionSpec, k Kind, tid int
 	h.Without, h.With = median(without), median(with)
 	h.Noise = max(spread(without), spread(with))
 
-	if h.Stats, err = statsRound(kp, programs[k], cfg.Calls); err != nil {
-		return h, err
-	}
-	h.Outside, h.OutsideRefused, err = outsideRound(kp.prog, programs[k], func() error {
+	// The per-run measures, one round each, as for any program.
+	costs, err := Profile(ctx, map[string]*ebpf.Program{programs[k]: kp.prog}, func(context.Context) error {
 		_, err := kp.attached(func() { loop(cfg.Calls) })
 		return err
 	})
-	return h, err
-}
-
-// statsRound runs one round with the kernel's run-time statistics on.
-func statsRound(kp *kindProgram, name string, calls int) (report.ProgramCost, error) {
-	st, err := loader.EnableRunTimeStats()
 	if err != nil {
-		return report.ProgramCost{}, err
+		return h, err
 	}
-	defer st.Close()
-	before, err := kp.prog.Stats()
-	if err != nil {
-		return report.ProgramCost{}, fmt.Errorf("run-time statistics: %w", err)
-	}
-	if _, err := kp.attached(func() { loop(calls) }); err != nil {
-		return report.ProgramCost{}, err
-	}
-	after, err := kp.prog.Stats()
-	if err != nil {
-		return report.ProgramCost{}, fmt.Errorf("run-time statistics: %w", err)
-	}
-	return report.ProgramCost{Program: name, Runs: after.RunCount - before.RunCount, Total: after.Runtime - before.Runtime}, nil
+	h.Stats, h.Outside, h.OutsideRefused = costs[0].Stats, costs[0].Outside, costs[0].OutsideRefused
+	return h, nil
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -93,26 +94,6 @@ func (p *profiler) Close() error {
 	return errors.Join(errs...)
 }
 
-// outsideRound times target (function fn) from outside while round runs.
-// A kernel that refuses fentry on the program gives refused, not an error.
-func outsideRound(target *ebpf.Program, fn string, round func() error) (c report.ProgramCost, refused string, err error) {
-	c.Program = fn
-	p, err := attachProfiler(target, fn)
-	if err != nil {
-		return c, refusal(err), nil
-	}
-	defer p.Close()
-	if err := round(); err != nil {
-		return c, "", err
-	}
-	runs, total, err := p.cost()
-	if err != nil {
-		return c, "", err
-	}
-	c.Runs, c.Total = runs, durationNs(total)
-	return c, "", nil
-}
-
 // Profile measures programs, keyed by their function names, while drive
 // runs: once with the kernel's run-time statistics on, once with fentry
 // and fexit on every program. drive is called twice and should make the
@@ -168,7 +149,7 @@ func Profile(ctx context.Context, programs map[string]*ebpf.Program, drive func(
 		if err != nil {
 			return nil, err
 		}
-		out[i].Outside.Runs, out[i].Outside.Total = runs, durationNs(total)
+		out[i].Outside.Runs, out[i].Outside.Total = runs, time.Duration(total)
 	}
 	return out, nil
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/hotlane/hotlane/report"
 )
 
-func durationNs(ns uint64) time.Duration { return time.Duration(ns) }
-
 // signed formats an added time with its sign: a hook can measure cheaper
 // than none, within the noise.
 func signed(d time.Duration) string {
