@@ -157,7 +157,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 	run := func(ctx context.Context, d time.Duration, progress io.Writer) (verify.CauseSummary, *verify.Result) {
 		t.Helper()
 		res, err := verify.Run(ctx, verify.Options{
-			Tracer: verify.TracerConfig{Table: table, Explain: true}, Bounds: bounds, Duration: d,
+			Tracer: verify.TracerConfig{Table: table, Explain: true, ExtCallbacks: true}, Bounds: bounds, Duration: d,
 			Progress: progress, ProgressInterval: 500 * time.Millisecond,
 		})
 		if err != nil {

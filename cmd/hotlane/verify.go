@@ -33,6 +33,7 @@ func runVerify(ctx context.Context, args []string) int {
 	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the violation ring buffer (power of two; default 256 KiB)")
 	quiet := fs.Bool("q", false, "no progress lines and no per-violation lines")
 	noExplain := fs.Bool("no-explain", false, "do not explain violations (saves the per-switch history and the interrupt hooks)")
+	extCallbacks := fs.Bool("ext-callbacks", false, "explanations also say how much of a wait went to the sched_ext scheduler's callbacks (fentry/fexit on each callback of the scheduler loaded now; taxes every callback run, about 1.5us per run under TCG)")
 	waitOnly := fs.Bool("wait-only", false, "look for no wake-up causes: attach no timer or sleep-return hooks, so felt is the wait and timers cost the tracer nothing")
 	violationLines := intFlag(fs, "violation-lines", verify.DefaultViolationLinesPerSecond, 1, 1<<20, "print at most this many violations a second, then how many more there were per class")
 	fs.Usage = func() {
@@ -129,7 +130,7 @@ Flags:
 		Tracer: verify.TracerConfig{
 			Table: table, FilterTGID: uint32(*pid), FilterTIDs: tids, FilterComm: *comm,
 			PerTask: *top > 0, MaxTasks: *maxTasks, Hook: *hook, RingBufferBytes: *ringBuf,
-			MeasureCost: true, Explain: len(bounds) > 0 && !*noExplain, WaitOnly: *waitOnly,
+			MeasureCost: true, Explain: len(bounds) > 0 && !*noExplain, ExtCallbacks: *extCallbacks, WaitOnly: *waitOnly,
 		},
 		Bounds:   bounds,
 		Duration: *duration,
