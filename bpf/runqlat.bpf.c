@@ -120,6 +120,19 @@ extern void hrtimer_wakeup __ksym __weak;
  */
 volatile bool felt_ends_at_return;
 
+/*
+ * sched_ext's bypass mode: while the kernel sets the BPF scheduler aside
+ * (enabling or disabling it, suspending, or after a stall) every task runs
+ * from a plain FIFO with a fixed slice, whatever the policy says. The
+ * kernel counts entering it and the time spent in it as events, which it
+ * traces (sched_ext_event, 6.17 and later); the tracer watches them, when
+ * it can, so that a violation whose wait overlapped a bypass says so.
+ * bypass_watched is set by the tracer once that hook is attached.
+ */
+volatile bool bypass_watched;
+u64 bypass_began;	/* the latest bypass's start; 0: none seen */
+u64 bypass_ended;	/* its end; below bypass_began while it lasts */
+
 /* Which waits a histogram row holds: disjoint, so each sample is counted
  * once per view the loader builds from them. */
 enum hl_row {
@@ -256,6 +269,8 @@ struct explanation {
 #define EX_MIGRATED 2		/* it last ran on from_cpu, not here */
 #define EX_EXT_KNOWN 4		/* the kernel's sched_ext class is known */
 #define EX_EXT_LEFT 8		/* it waited in sched_ext and ran outside it: sched_ext exited */
+#define EX_BYPASS 16		/* sched_ext bypassed the BPF scheduler during the wait */
+#define EX_BYPASS_KNOWN 32	/* bypass mode was watched (the sched_ext_event tracepoint) */
 
 /* A wait above its class's threshold. */
 struct violation {
@@ -556,6 +571,13 @@ static __always_inline void explain_violation(struct explanation *ex, const stru
 		ex->flags |= EX_EXT_KNOWN;
 		if ((st->flags & WS_EXT) && !in_ext)
 			ex->flags |= EX_EXT_LEFT;
+	}
+	if (bypass_watched) {
+		u64 began = bypass_began, ended = bypass_ended;
+
+		ex->flags |= EX_BYPASS_KNOWN;
+		if (began && began < now && (ended < began || ended > at))
+			ex->flags |= EX_BYPASS;
 	}
 }
 
@@ -1219,6 +1241,51 @@ int rq_ext_cb_exit(u64 *ctx)
 		c->ext_cb_ns += bpf_ktime_get_ns() - c->ext_cb_entry;
 		c->ext_cb_entry = 0;
 	}
+	return 0;
+}
+
+/*
+ * An event sched_ext counted, by its name in the kernel's enum of event
+ * counters. Only the bypass ones matter: "SCX_EV_BYPASS_ACTIVATE" at the
+ * start, "SCX_EV_BYPASS_DURATION" with the time it lasted at the end.
+ * The end fixes the start too, for a bypass that began before the tracer
+ * attached. The other events differ from those within the first 8 bytes
+ * or so, which is all most of them cost.
+ */
+static __always_inline void ext_event(const char *name, s64 delta)
+{
+	static const char prefix[] = "SCX_EV_BYPASS_";
+	char s[16];
+	u64 now;
+
+	if (bpf_probe_read_kernel(s, sizeof(s), name))
+		return;
+#pragma unroll
+	for (int i = 0; i < sizeof(prefix) - 1; i++)
+		if (s[i] != prefix[i])
+			return;
+	now = bpf_ktime_get_ns();
+	if (s[14] == 'A' && s[15] == 'C') {
+		bypass_began = now;
+	} else if (s[14] == 'D' && s[15] == 'U') {
+		bypass_ended = now;
+		if (delta > 0 && delta < now)
+			bypass_began = now - delta;
+	}
+}
+
+/* TP_PROTO(const char *name, __s64 delta) */
+SEC("tp_btf/sched_ext_event")
+int rq_ext_event_btf(u64 *ctx)
+{
+	ext_event((const char *)ctx[0], (s64)ctx[1]);
+	return 0;
+}
+
+SEC("raw_tp/sched_ext_event")
+int rq_ext_event_raw(u64 *ctx)
+{
+	ext_event((const char *)ctx[0], (s64)ctx[1]);
 	return 0;
 }
 

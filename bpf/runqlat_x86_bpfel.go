@@ -29,6 +29,8 @@ const (
 	RunqlatMapViolations                = "violations"
 	RunqlatProgRqExtCbEnter             = "rq_ext_cb_enter"
 	RunqlatProgRqExtCbExit              = "rq_ext_cb_exit"
+	RunqlatProgRqExtEventBtf            = "rq_ext_event_btf"
+	RunqlatProgRqExtEventRaw            = "rq_ext_event_raw"
 	RunqlatProgRqFreeRaw                = "rq_free_raw"
 	RunqlatProgRqHrtimeoutRet           = "rq_hrtimeout_ret"
 	RunqlatProgRqIrqEntryBtf            = "rq_irq_entry_btf"
@@ -50,6 +52,9 @@ const (
 	RunqlatProgRqWakeupNewRaw           = "rq_wakeup_new_raw"
 	RunqlatProgRqWakingBtf              = "rq_waking_btf"
 	RunqlatProgRqWakingRaw              = "rq_waking_raw"
+	RunqlatVarBypassBegan               = "bypass_began"
+	RunqlatVarBypassEnded               = "bypass_ended"
+	RunqlatVarBypassWatched             = "bypass_watched"
 	RunqlatVarExplain                   = "explain"
 	RunqlatVarFeltEndsAtReturn          = "felt_ends_at_return"
 	RunqlatVarFilterComm                = "filter_comm"
@@ -112,6 +117,8 @@ type RunqlatSpecs struct {
 type RunqlatProgramSpecs struct {
 	RqExtCbEnter      *ebpf.ProgramSpec `ebpf:"rq_ext_cb_enter"`
 	RqExtCbExit       *ebpf.ProgramSpec `ebpf:"rq_ext_cb_exit"`
+	RqExtEventBtf     *ebpf.ProgramSpec `ebpf:"rq_ext_event_btf"`
+	RqExtEventRaw     *ebpf.ProgramSpec `ebpf:"rq_ext_event_raw"`
 	RqFreeRaw         *ebpf.ProgramSpec `ebpf:"rq_free_raw"`
 	RqHrtimeoutRet    *ebpf.ProgramSpec `ebpf:"rq_hrtimeout_ret"`
 	RqIrqEntryBtf     *ebpf.ProgramSpec `ebpf:"rq_irq_entry_btf"`
@@ -156,6 +163,9 @@ type RunqlatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatVariableSpecs struct {
+	BypassBegan               *ebpf.VariableSpec `ebpf:"bypass_began"`
+	BypassEnded               *ebpf.VariableSpec `ebpf:"bypass_ended"`
+	BypassWatched             *ebpf.VariableSpec `ebpf:"bypass_watched"`
 	Explain                   *ebpf.VariableSpec `ebpf:"explain"`
 	FeltEndsAtReturn          *ebpf.VariableSpec `ebpf:"felt_ends_at_return"`
 	FilterComm                *ebpf.VariableSpec `ebpf:"filter_comm"`
@@ -227,6 +237,9 @@ func (m *RunqlatMaps) Close() error {
 //
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatVariables struct {
+	BypassBegan               *ebpf.Variable `ebpf:"bypass_began"`
+	BypassEnded               *ebpf.Variable `ebpf:"bypass_ended"`
+	BypassWatched             *ebpf.Variable `ebpf:"bypass_watched"`
 	Explain                   *ebpf.Variable `ebpf:"explain"`
 	FeltEndsAtReturn          *ebpf.Variable `ebpf:"felt_ends_at_return"`
 	FilterComm                *ebpf.Variable `ebpf:"filter_comm"`
@@ -251,6 +264,8 @@ type RunqlatVariables struct {
 type RunqlatPrograms struct {
 	RqExtCbEnter      *ebpf.Program `ebpf:"rq_ext_cb_enter"`
 	RqExtCbExit       *ebpf.Program `ebpf:"rq_ext_cb_exit"`
+	RqExtEventBtf     *ebpf.Program `ebpf:"rq_ext_event_btf"`
+	RqExtEventRaw     *ebpf.Program `ebpf:"rq_ext_event_raw"`
 	RqFreeRaw         *ebpf.Program `ebpf:"rq_free_raw"`
 	RqHrtimeoutRet    *ebpf.Program `ebpf:"rq_hrtimeout_ret"`
 	RqIrqEntryBtf     *ebpf.Program `ebpf:"rq_irq_entry_btf"`
@@ -278,6 +293,8 @@ func (p *RunqlatPrograms) Close() error {
 	return _RunqlatClose(
 		p.RqExtCbEnter,
 		p.RqExtCbExit,
+		p.RqExtEventBtf,
+		p.RqExtEventRaw,
 		p.RqFreeRaw,
 		p.RqHrtimeoutRet,
 		p.RqIrqEntryBtf,

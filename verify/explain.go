@@ -51,6 +51,13 @@ type Explanation struct {
 	// told at all (the kernel must list ext_sched_class in kallsyms).
 	SchedExtExited bool `json:"sched_ext_exited"`
 	SchedExtKnown  bool `json:"sched_ext_known"`
+	// SchedExtBypassed says sched_ext was in bypass mode at some time
+	// during the wait: the kernel had set the BPF scheduler aside (while
+	// enabling or disabling it, suspending, or after a stall) and ran
+	// every task from one FIFO. BypassKnown says whether bypass mode was
+	// watched at all (Tracer.BypassNote says why not).
+	SchedExtBypassed bool `json:"sched_ext_bypassed"`
+	BypassKnown      bool `json:"sched_ext_bypass_known"`
 	// ExtCallbacks is the CPU's time in the sched_ext scheduler's
 	// callbacks meanwhile, inside the parts above (a callback runs in a
 	// task's or an interrupt's time); zero where they were not timed
@@ -99,6 +106,8 @@ const (
 	exMigrated = 2
 	exExtKnown = 4
 	exExtLeft  = 8
+	exBypass   = 16
+	exBypassOK = 32
 )
 
 // explanation turns the record into an Explanation, or nil if the tracer
@@ -108,11 +117,13 @@ func (r *explanationRecord) explanation(classes []string) *Explanation {
 		return nil
 	}
 	e := &Explanation{
-		FromCPU:        -1,
-		Migrated:       r.Flags&exMigrated != 0,
-		SchedExtKnown:  r.Flags&exExtKnown != 0,
-		SchedExtExited: r.Flags&exExtLeft != 0,
-		ExtCallbacks:   time.Duration(r.ExtCallbacksNs),
+		FromCPU:          -1,
+		Migrated:         r.Flags&exMigrated != 0,
+		SchedExtKnown:    r.Flags&exExtKnown != 0,
+		SchedExtExited:   r.Flags&exExtLeft != 0,
+		SchedExtBypassed: r.Flags&exBypass != 0,
+		BypassKnown:      r.Flags&exBypassOK != 0,
+		ExtCallbacks:     time.Duration(r.ExtCallbacksNs),
 	}
 	if r.FromCPU != ^uint32(0) {
 		e.FromCPU = int(r.FromCPU)
@@ -187,6 +198,9 @@ func (e *Explanation) String() string {
 	if e.SchedExtExited {
 		s += "; sched_ext exited during the wait"
 	}
+	if e.SchedExtBypassed {
+		s += "; sched_ext was bypassing the BPF scheduler"
+	}
 	return s
 }
 
@@ -215,6 +229,9 @@ type CauseSummary struct {
 	// Migrated those whose task last ran elsewhere.
 	SchedExtExited uint64 `json:"sched_ext_exited"`
 	Migrated       uint64 `json:"migrated"`
+	// SchedExtBypassed counts violations that overlapped sched_ext's
+	// bypass mode.
+	SchedExtBypassed uint64 `json:"sched_ext_bypassed"`
 	// ExtCallbacks adds up their time in sched_ext callbacks (inside
 	// Parts).
 	ExtCallbacks time.Duration `json:"sched_ext_callbacks_ns"`
@@ -263,6 +280,9 @@ func (c *CauseSummaries) Add(v Violation) {
 	a.s.ExtCallbacks += e.ExtCallbacks
 	if e.SchedExtExited {
 		a.s.SchedExtExited++
+	}
+	if e.SchedExtBypassed {
+		a.s.SchedExtBypassed++
 	}
 	if e.Migrated {
 		a.s.Migrated++
@@ -338,6 +358,9 @@ func writeCauses(w io.Writer, sums []CauseSummary) {
 		}
 		if s.SchedExtExited > 0 {
 			fmt.Fprintf(w, "  %d spanned sched_ext exiting\n", s.SchedExtExited)
+		}
+		if s.SchedExtBypassed > 0 {
+			fmt.Fprintf(w, "  %d overlapped sched_ext's bypass mode (the BPF scheduler set aside)\n", s.SchedExtBypassed)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 
 func TestExplanationFromRecord(t *testing.T) {
 	var r explanationRecord
-	r.Flags = exDone | exMigrated | exExtKnown | exExtLeft
+	r.Flags = exDone | exMigrated | exExtKnown | exExtLeft | exBypass | exBypassOK
 	r.FromCPU = 3
 	r.Ns[1] = 2e6 // fair
 	r.Ns[3] = 5e6 // rt_dl
@@ -41,12 +41,15 @@ func TestExplanationFromRecord(t *testing.T) {
 	if e.Cause != KindRTDL || !e.Migrated || e.FromCPU != 3 || !e.SchedExtExited || !e.SchedExtKnown {
 		t.Errorf("cause %q migrated %v from %d exited %v known %v", e.Cause, e.Migrated, e.FromCPU, e.SchedExtExited, e.SchedExtKnown)
 	}
+	if !e.SchedExtBypassed || !e.BypassKnown {
+		t.Errorf("bypassed %v known %v, want both", e.SchedExtBypassed, e.BypassKnown)
+	}
 	if len(e.Tasks) != 2 || e.Tasks[0].Comm != "rthog" || e.Tasks[0].Kind != KindRTDL || e.Tasks[0].Class != "inference" ||
 		e.Tasks[1].Comm != "fairhog" || e.Tasks[1].Class != "normal" {
 		t.Errorf("tasks %+v, want rthog (rt_dl, inference) then fairhog (fair, normal)", e.Tasks)
 	}
 	line := e.String()
-	for _, w := range []string{"rt_dl 5.00ms", "rthog[9] rt_dl/inference 5.00ms", "migrated from cpu 3", "sched_ext exited"} {
+	for _, w := range []string{"rt_dl 5.00ms", "rthog[9] rt_dl/inference 5.00ms", "migrated from cpu 3", "sched_ext exited", "bypassing"} {
 		if !strings.Contains(line, w) {
 			t.Errorf("line %q lacks %q", line, w)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -164,6 +165,11 @@ type Tracer struct {
 	callbacks      *ebpf.Collection
 	CallbacksTimed int
 	CallbacksNote  string
+	// bypass holds the hook on sched_ext's event counters, when
+	// explaining on a kernel with sched_ext; BypassNote says why it is
+	// missing there, if it is (then explanations cannot tell a bypass).
+	bypass     *ebpf.Collection
+	BypassNote string
 	// Started is when the tracer was attached.
 	Started time.Time
 }
@@ -343,6 +349,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	returnsSpec := spec.Copy() // with the settings and sizes above
 	returnsSpec.Programs = returnProgs
 	callbacksSpec := returnsSpec.Copy()
+	bypassSpec := returnsSpec.Copy()
 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
@@ -376,6 +383,11 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 			t.FeltNote = err.Error()
 		} else {
 			t.FeltEnd = FeltToReturn
+		}
+	}
+	if cfg.Explain && scx.Present {
+		if err := t.watchBypass(bypassSpec, hook); err != nil {
+			t.BypassNote = "sched_ext bypass mode not watched: " + err.Error()
 		}
 	}
 	if cfg.Explain && cfg.ExtCallbacks {
@@ -432,6 +444,48 @@ func (t *Tracer) attachSleepReturns(spec *ebpf.CollectionSpec) (err error) {
 	}
 	t.returns = coll
 	t.links = append(t.links, links...)
+	return nil
+}
+
+// watchBypass attaches the hook on sched_ext's event counters, whose
+// bypass events tell explanations that the BPF scheduler was set aside
+// during a wait. The tracepoint is 6.17's; older kernels and kernels
+// without sched_ext do not have it. On error nothing of it stays.
+func (t *Tracer) watchBypass(spec *ebpf.CollectionSpec, hook string) (err error) {
+	name, tp := bpf.RunqlatProgRqExtEventBtf, "sched_ext_event"
+	if hook == HookRawTP {
+		name = bpf.RunqlatProgRqExtEventRaw
+	}
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return fmt.Errorf("read the kernel's BTF: %w", err)
+	}
+	var td *btf.Typedef
+	if err := kernel.TypeByName("btf_trace_"+tp, &td); err != nil {
+		return fmt.Errorf("the kernel has no %s tracepoint (kernels with sched_ext have it from 6.17)", tp)
+	}
+	spec.Programs = map[string]*ebpf.ProgramSpec{name: spec.Programs[name]}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: t.coll.Maps})
+	if err != nil {
+		return fmt.Errorf("load the %s hook: %s", tp, loader.CleanError(err))
+	}
+	var l link.Link
+	if hook == HookRawTP {
+		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: coll.Programs[name]})
+	} else {
+		l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
+	}
+	if err != nil {
+		coll.Close()
+		return fmt.Errorf("attach to %s: %s", tp, loader.CleanError(err))
+	}
+	if err := t.coll.Variables["bypass_watched"].Set(true); err != nil {
+		l.Close()
+		coll.Close()
+		return fmt.Errorf("set bypass_watched: %w", err)
+	}
+	t.bypass = coll
+	t.links = append(t.links, l)
 	return nil
 }
 
@@ -524,6 +578,9 @@ func (t *Tracer) Close() error {
 	}
 	if t.returns != nil {
 		t.returns.Close()
+	}
+	if t.bypass != nil {
+		t.bypass.Close()
 	}
 	if t.callbacks != nil {
 		t.callbacks.Close()
@@ -898,7 +955,7 @@ func (t *Tracer) Cost() ([]report.ProgramCost, error) {
 // tracer's and close with it).
 func (t *Tracer) Programs() map[string]*ebpf.Program {
 	progs := maps.Clone(t.coll.Programs)
-	for _, more := range []*ebpf.Collection{t.returns, t.callbacks} {
+	for _, more := range []*ebpf.Collection{t.returns, t.bypass, t.callbacks} {
 		if more != nil {
 			maps.Copy(progs, more.Programs)
 		}

@@ -53,6 +53,9 @@ type Result struct {
 	// timed; CallbacksNote says why none were.
 	CallbacksTimed int    `json:"sched_ext_callbacks_timed"`
 	CallbacksNote  string `json:"sched_ext_callbacks_note,omitempty"`
+	// BypassNote says why explanations could not tell sched_ext's bypass
+	// mode, on a kernel with sched_ext.
+	BypassNote string `json:"sched_ext_bypass_note,omitempty"`
 	// Unmeasured are the classes a bound names that no sample reached:
 	// the bound was checked against nothing, which is a mistake in the
 	// policy or the filters, not a latency that failed.
@@ -160,6 +163,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Tracer.Explain {
 		res.Causes = causes.Summaries()
 		res.CallbacksTimed, res.CallbacksNote = t.CallbacksTimed, t.CallbacksNote
+		res.BypassNote = t.BypassNote
 	}
 	if printer != nil {
 		printer.Flush()
@@ -298,8 +302,10 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	if len(r.Causes) > 0 {
 		fmt.Fprintln(w, "\nwhere the violations' waits went (on the CPU that ended each):")
 		writeCauses(w, r.Causes)
-		if r.CallbacksNote != "" {
-			fmt.Fprintf(w, "(%s)\n", r.CallbacksNote)
+		for _, note := range []string{r.CallbacksNote, r.BypassNote} {
+			if note != "" {
+				fmt.Fprintf(w, "(%s)\n", note)
+			}
 		}
 		fmt.Fprintln(w)
 	}

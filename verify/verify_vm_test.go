@@ -169,8 +169,8 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 			}
 		}
 		for _, c := range res.Causes {
-			t.Logf("%s: %d violations (%d explained), parts %v, by cause %v, tasks %v, exited %d",
-				c.Class, c.Violations, c.Explained, c.Parts, c.ByCause, c.Tasks, c.SchedExtExited)
+			t.Logf("%s: %d violations (%d explained), parts %v, by cause %v, tasks %v, exited %d, bypassed %d",
+				c.Class, c.Violations, c.Explained, c.Parts, c.ByCause, c.Tasks, c.SchedExtExited, c.SchedExtBypassed)
 			if c.Class == "inference" && c.Explained > 0 {
 				return c, res
 			}
@@ -205,6 +205,11 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 		if c.SchedExtExited != 0 {
 			t.Errorf("%d violations say sched_ext exited while it ran throughout", c.SchedExtExited)
 		}
+		// The scheduler was enabled (a bypass) before the tracer
+		// attached, and stayed enabled.
+		if c.SchedExtBypassed != 0 {
+			t.Errorf("%d violations say sched_ext bypassed the scheduler while it ran throughout", c.SchedExtBypassed)
+		}
 	})
 
 	t.Run("forced exit", func(t *testing.T) {
@@ -224,7 +229,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 			})
 			return len(p), nil
 		})
-		c, _ := run(runCtx, time.Minute, sysrq)
+		c, res := run(runCtx, time.Minute, sysrq)
 		if info, exited, err := s.Exited(); err != nil || !exited {
 			t.Fatalf("the scheduler did not exit after SysRq-S (%v, %v)", exited, err)
 		} else {
@@ -232,6 +237,13 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 		}
 		if c.SchedExtExited == 0 {
 			t.Error("no violation says sched_ext exited during its wait")
+		}
+		// Disabling bypasses the BPF scheduler first; a wait that saw
+		// the exit saw the bypass too, where the kernel traces it.
+		if res.BypassNote != "" {
+			t.Logf("bypass not checked: %s", res.BypassNote)
+		} else if c.SchedExtBypassed < c.SchedExtExited {
+			t.Errorf("%d violations say sched_ext exited, %d that it bypassed the scheduler: want at least as many", c.SchedExtExited, c.SchedExtBypassed)
 		}
 	})
 }
