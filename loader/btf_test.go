@@ -242,6 +242,57 @@ func TestLookupKfunc(t *testing.T) {
 	t.Logf("LookupKfunc(plain scx_bpf_dsq_insert) on 7.x-shaped BTF: %v", err)
 }
 
+// TestCiliumFlavourLookupSkips pins a cilium/ebpf bug the kfunc
+// generations work around. btf.Spec.AnyTypesByName takes every type of the
+// same essential name (the name before a "___" flavour suffix) and deletes
+// the ones whose full name differs, but after each slices.Delete it moves
+// on past the element that slid into the deleted one's place. With the
+// plain name first and two flavours after it, one flavour survives, so the
+// plain name resolves to two functions: TypeByName reports
+// ErrMultipleMatches, and the kfunc fixup fails the load even for a __weak
+// kfunc (only ErrNotFound makes a weak kfunc optional). That is why
+// hotlane cannot ship one object with weak kfuncs guarded by
+// bpf_ksym_exists: on 7.x the plain scx_bpf_dsq_insert it would carry for
+// 6.13-6.18 fails the load. Three objects, each naming one generation's
+// kfuncs only, never look a plain name up where flavours exist.
+//
+// When this test fails, cilium/ebpf has fixed the lookup: one object with
+// weak kfuncs becomes possible (see sched/object.go).
+func TestCiliumFlavourLookupSkips(t *testing.T) {
+	spec := buildSpec(t,
+		kfunc("scx_bpf_dsq_insert", 4, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dsq_insert___v2", 4, boolType),
+		kfunc("scx_bpf_dsq_insert___v2_impl", 5, boolType),
+	)
+	types, err := spec.AnyTypesByName("scx_bpf_dsq_insert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, typ := range types {
+		names = append(names, typ.TypeName())
+	}
+	if len(names) == 1 {
+		t.Fatalf("cilium/ebpf now finds only %v: its flavour lookup is fixed; consider one scheduler object with weak kfuncs", names)
+	}
+	t.Logf("AnyTypesByName(scx_bpf_dsq_insert) = %v: the element after each deleted one is skipped", names)
+	var fn *btf.Func
+	if err := spec.TypeByName("scx_bpf_dsq_insert", &fn); !errors.Is(err, btf.ErrMultipleMatches) {
+		t.Errorf("TypeByName(plain name) error = %v, want ErrMultipleMatches (what the kfunc fixup turns into a failed load)", err)
+	}
+	// The same three types in another order show it is the skip, not
+	// the data: with the plain name between the flavours, the one skipped
+	// is the plain name itself, and the lookup comes out right.
+	spec = buildSpec(t,
+		kfunc("scx_bpf_dsq_insert___v2", 4, boolType),
+		kfunc("scx_bpf_dsq_insert", 4, (*btf.Void)(nil)),
+		kfunc("scx_bpf_dsq_insert___v2_impl", 5, boolType),
+	)
+	if err := spec.TypeByName("scx_bpf_dsq_insert", &fn); err != nil {
+		t.Errorf("TypeByName(plain name between the flavours) = %v, want it found", err)
+	}
+}
+
 func TestKfuncAPIText(t *testing.T) {
 	for _, a := range []KfuncAPI{KfuncAPIUnknown, KfuncAPI612, KfuncAPI613, KfuncAPIV2} {
 		text, err := a.MarshalText()

@@ -19,6 +19,9 @@
 #
 #   scripts/deps.sh                 install what is missing
 #   scripts/deps.sh --print-mirror  print the Debian mirror the host's apt uses
+#   scripts/deps.sh --kernel-build  also what building a VM kernel from source
+#                                   needs (`make kernel-6.12`): flex bison
+#                                   dwarves (pahole, for BTF) bc libssl-dev
 #
 # HOTLANE_APT_ETC (default /etc/apt) is where the host's apt sources are
 # read from; the tests point it at fixture directories.
@@ -62,6 +65,7 @@ apt_step() {
 }
 
 want=(clang-19 llvm-19 libelf-dev zlib1g-dev make gcc bpftool zstd xz-utils iproute2 git rt-tests stress-ng)
+[ "${1:-}" = --kernel-build ] && want+=(flex bison dwarves bc libssl-dev)
 missing=()
 for p in "${want[@]}"; do installed "$p" || missing+=("$p"); done
 version_ge debian-archive-keyring 2023.3+deb12u2 || missing+=(debian-archive-keyring)

@@ -25,9 +25,13 @@ const DefaultKernel = "trixie-backports/linux-binary-7.3.4+deb13-cloud-amd64"
 
 // NamedKernels are the kernels of the test matrix by short name, what
 // --kernel accepts besides paths and suites: one per sched_ext kfunc
-// generation Debian builds with sched_ext (6.13-6.18: 6.17; 7.1+: 7.3).
+// generation (6.12: 6.12; 6.13-6.18: 6.17; 7.1+: 7.2 and 7.3). 6.12 is
+// built here from Debian's source (no Debian 6.12 kernel has sched_ext);
+// the others are Debian's cloud kernels.
 var NamedKernels = map[string]string{
+	"6.12": "trixie/linux-source-6.12",
 	"6.17": "trixie-backports/linux-image-6.17.13+deb13-cloud-amd64",
+	"7.2":  "sid/linux-binary-7.2.13+deb14-cloud-amd64",
 	"7.3":  DefaultKernel,
 }
 
@@ -61,10 +65,11 @@ var ErrKernelNotFound = errors.New("kernel image not found")
 // caching it when needed. spec is one of:
 //
 //	""                          the pinned default (DefaultKernel)
-//	6.17, 7.3                   a kernel of the test matrix (NamedKernels)
+//	6.12, 6.17, 7.2, 7.3        a kernel of the test matrix (NamedKernels)
 //	/path/to/vmlinuz            a local image
 //	SUITE                       the newest linux-binary-*-cloud-amd64 of a Debian suite
 //	SUITE/PACKAGE               that package from that suite
+//	SUITE/linux-source-X.Y      built here from that source (about 40 minutes)
 //
 // Progress goes to log.
 func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*Kernel, error) {
@@ -83,6 +88,9 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 		return k, nil
 	}
 	suite, pkg, _ := strings.Cut(spec, "/")
+	if sourcePackageRE.MatchString(pkg) {
+		return buildKernel(ctx, cacheDir, suite, pkg, log)
+	}
 	if pkg != "" {
 		if k, ok := cachedKernel(cacheDir, suite, pkg); ok {
 			return k, nil

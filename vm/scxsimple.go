@@ -268,7 +268,7 @@ func scxCached(cacheDir, spec string, names []string) bool {
 	return false
 }
 
-var seriesRE = regexp.MustCompile(`-(\d+\.\d+)\.\d+\+deb`)
+var seriesRE = regexp.MustCompile(`-(\d+\.\d+)\.\d+(\+deb|-\d)`)
 
 // sourceFor picks the suite and kernel series (e.g. "7.3") whose
 // linux-source matches the kernel; a local image gets the pinned one.

@@ -17,11 +17,14 @@
  *                   the old names; dsq_vtime set with scx_bpf_task_set_dsq_vtime();
  *                   scx_bpf_dsq_move() as in 6.13.
  *
- * cilium/ebpf resolves a kfunc by its name with any "___suffix" stripped, so
- * on 7.x a call to plain scx_bpf_dsq_insert matches both the old and the
- * ___v2 function and fails to load ("multiple matching types"). Weak kfuncs
- * guarded by ksym_exists() do not help: the ambiguous lookup fails before
- * the guard matters. So the scheduler is compiled once per generation (see
+ * cilium/ebpf (v0.22) looks a kfunc up among the types of its name with any
+ * "___suffix" stripped and then drops those whose full name differs, but
+ * its loop skips the type after each one it drops: on 7.x, plain
+ * scx_bpf_dsq_insert, ___v2 and ___v2_impl leave the plain one and
+ * ___v2_impl, and the load fails ("multiple matching types"). Weak kfuncs
+ * guarded by ksym_exists() do not help: only "not found" makes a weak kfunc
+ * optional, and the ambiguous lookup fails before the guard matters
+ * (loader's TestCiliumFlavourLookupSkips pins this and fails once fixed). So the scheduler is compiled once per generation (see
  * gen.go), each object names only kfuncs that exist unambiguously in its
  * kernels, and the loader picks the object from the running kernel's BTF
  * (loader.KfuncGeneration).

@@ -1,0 +1,94 @@
+package vm
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A kernel built here is named after its source's Debian version, and the
+// sched_ext examples for it come from the same source series and suite.
+func TestBuiltKernelSource(t *testing.T) {
+	for _, tc := range []struct {
+		k             Kernel
+		suite, series string
+	}{
+		{Kernel{Name: "linux-hotlane-6.12.117-1", Suite: "trixie"}, "trixie", "6.12"},
+		{Kernel{Name: "linux-binary-7.3.4+deb13-cloud-amd64", Suite: "trixie-backports"}, "trixie-backports", "7.3"},
+		{Kernel{Name: "linux-image-6.17.13+deb13-cloud-amd64", Suite: "trixie-backports"}, "trixie-backports", "6.17"},
+		{Kernel{Name: "/boot/vmlinuz-local"}, "trixie-backports", "7.3"},
+	} {
+		suite, series := sourceFor(&tc.k)
+		if suite != tc.suite || series != tc.series {
+			t.Errorf("sourceFor(%s) = %s %s, want %s %s", tc.k.Name, suite, series, tc.suite, tc.series)
+		}
+	}
+	for _, pkg := range []string{"linux-source-6.12", "linux-source-7.3"} {
+		if !sourcePackageRE.MatchString(pkg) {
+			t.Errorf("%s is not taken for a source to build", pkg)
+		}
+	}
+	for _, pkg := range []string{"linux-source", "linux-binary-7.3.4+deb13-cloud-amd64", "linux-source-6.12-extra"} {
+		if sourcePackageRE.MatchString(pkg) {
+			t.Errorf("%s is taken for a source to build", pkg)
+		}
+	}
+}
+
+// The newest cached build of a series is used, and only a complete one.
+func TestCachedBuiltKernel(t *testing.T) {
+	cache := t.TempDir()
+	if _, ok := cachedBuiltKernel(cache, "trixie", "6.12"); ok {
+		t.Fatal("an empty cache has a built kernel")
+	}
+	for _, name := range []string{"linux-hotlane-6.12.9-1", "linux-hotlane-6.12.117-1", "linux-hotlane-6.12.200-1"} {
+		dir := filepath.Join(cache, "kernels", name)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "vmlinuz"), nil, 0o644)
+		if name != "linux-hotlane-6.12.200-1" { // half-written: no vmlinux
+			os.WriteFile(filepath.Join(dir, "vmlinux"), nil, 0o644)
+		}
+	}
+	k, ok := cachedBuiltKernel(cache, "trixie", "6.12")
+	if !ok || k.Name != "linux-hotlane-6.12.117-1" || k.Suite != "trixie" {
+		t.Errorf("cached build = %+v, %v; want linux-hotlane-6.12.117-1 from trixie", k, ok)
+	}
+	if _, ok := cachedBuiltKernel(cache, "trixie", "6.1"); ok {
+		t.Error("series 6.1 matched a 6.12 build")
+	}
+}
+
+// A configuration that lost an option to a missing dependency is refused
+// by name.
+func TestCheckKernelConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".config")
+	os.WriteFile(path, []byte("#\nCONFIG_BPF_JIT=y\n# CONFIG_DEBUG_INFO_BTF is not set\nCONFIG_SCHED_CLASS_EXT=m\n"), 0o644)
+	err := checkKernelConfig(path, []string{"CONFIG_BPF_JIT", "CONFIG_DEBUG_INFO_BTF", "CONFIG_SCHED_CLASS_EXT"})
+	if err == nil || !strings.Contains(err.Error(), "CONFIG_DEBUG_INFO_BTF, CONFIG_SCHED_CLASS_EXT") || strings.Contains(err.Error(), "BPF_JIT") {
+		t.Errorf("checkKernelConfig = %v, want the two missing options named and BPF_JIT not", err)
+	}
+	if err := checkKernelConfig(path, []string{"CONFIG_BPF_JIT"}); err != nil {
+		t.Errorf("checkKernelConfig(present option) = %v", err)
+	}
+}
+
+// The build's output is counted in steps, and its last lines kept for an
+// error.
+func TestFollowBuild(t *testing.T) {
+	var in bytes.Buffer
+	for i := range 20 {
+		in.WriteString("  CC      kernel/f" + string(rune('a'+i)) + ".o\n")
+	}
+	in.WriteString("kernel/sched/ext.c:1:1: error: something\nmake: *** [Makefile:1] Error 2\n")
+	var log bytes.Buffer
+	tail, steps := followBuild(&in, &log, time.Now())
+	if steps != 20 {
+		t.Errorf("steps = %d, want 20", steps)
+	}
+	if len(tail) != 15 || tail[len(tail)-1] != "make: *** [Makefile:1] Error 2" {
+		t.Errorf("tail = %q, want the last 15 lines", tail)
+	}
+}
