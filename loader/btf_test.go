@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
@@ -432,5 +433,44 @@ func TestHostKernelBTF(t *testing.T) {
 	}
 	if !errors.Is(err, ErrNoSchedExt) {
 		t.Errorf("kernel without sched_ext_ops: KfuncGenerationFromBTF = %v, %v; want ErrNoSchedExt", api, err)
+	}
+}
+
+// doctor's scx_kfuncs check and run decide by the same SchedObject: a
+// kernel whose kfuncs no scheduler object calls (6.19 and 7.0) fails the
+// check, the others pass it and name the object.
+func TestScxKfuncsCheckAgreesWithRun(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		types  []btf.Type
+		object string // "": refused
+	}{
+		{"6.12", kfuncs612(), "612"},
+		{"6.13", kfuncs613(), "613"},
+		{"6.19", kfuncs619(), ""},
+		{"7.x", kfuncs7x(), "700"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := buildSpec(t, tc.types...)
+			var f Features
+			c := probeScxKfuncs(&f, spec)
+			k, err := KfuncsFromBTF(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			object, objErr := k.SchedObject()
+			if c.Available != (objErr == nil) {
+				t.Errorf("doctor says available %v, SchedObject (what run loads) says %q, %v", c.Available, object, objErr)
+			}
+			if tc.object == "" {
+				if !errors.Is(objErr, ErrNoSchedObject) || !strings.Contains(c.Error, "no scheduler object") || c.Advice == "" {
+					t.Errorf("check %+v, SchedObject error %v: want it refused with the reason and advice", c, objErr)
+				}
+				return
+			}
+			if object != tc.object || !strings.Contains(c.Detail, "scheduler object "+tc.object) {
+				t.Errorf("object %q, detail %q; want %s named", object, c.Detail, tc.object)
+			}
+		})
 	}
 }

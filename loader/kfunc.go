@@ -92,6 +92,35 @@ type Kfuncs struct {
 	ReenqueueLocal string `json:"reenqueue_local"`
 }
 
+// ErrNoSchedObject means the kernel's scx kfuncs are a mix no compilation
+// of hotlane's scheduler calls (6.19 and 7.0 pair the ___v2 insert with
+// the old move_to_local).
+var ErrNoSchedObject = errors.New("no scheduler object for this kernel's scx kfuncs")
+
+// SchedObject names the compilation of hotlane's scheduler
+// (bpf/include/scx_api.h) whose kfunc names are exactly k's: "612", "613"
+// or "700". doctor and run both decide by it, so they agree on whether the
+// scheduler can load. The generations are told apart by name, never by
+// kernel version: distributions backport.
+//
+//	612  scx_bpf_dispatch / scx_bpf_consume / scx_bpf_dispatch_from_dsq   (Linux 6.12)
+//	613  scx_bpf_dsq_insert / scx_bpf_dsq_move_to_local / scx_bpf_dsq_move (6.13 .. 6.18)
+//	700  scx_bpf_dsq_insert___v2 / scx_bpf_dsq_move_to_local___v2 / scx_bpf_dsq_move (7.1+)
+//
+// and, in each, scx_bpf_reenqueue_local (___v2 in 700).
+func (k Kfuncs) SchedObject() (string, error) {
+	switch {
+	case k.DsqInsert == "scx_bpf_dispatch" && k.DsqMoveToLocal == "scx_bpf_consume" && k.DsqInsertVtime == "scx_bpf_dispatch_vtime" && k.DsqMove == "scx_bpf_dispatch_from_dsq" && k.ReenqueueLocal == "scx_bpf_reenqueue_local":
+		return "612", nil
+	case k.DsqInsert == "scx_bpf_dsq_insert" && k.DsqMoveToLocal == "scx_bpf_dsq_move_to_local" && k.DsqInsertVtime == "scx_bpf_dsq_insert_vtime" && k.DsqMove == "scx_bpf_dsq_move" && k.ReenqueueLocal == "scx_bpf_reenqueue_local":
+		return "613", nil
+	case k.DsqInsert == "scx_bpf_dsq_insert___v2" && k.DsqMoveToLocal == "scx_bpf_dsq_move_to_local___v2" && k.DsqInsertVtime == "scx_bpf_dsq_insert_vtime" && k.DsqMove == "scx_bpf_dsq_move" && k.ReenqueueLocal == "scx_bpf_reenqueue_local___v2":
+		return "700", nil
+	}
+	return "", fmt.Errorf("%w: insert %s, vtime insert %s, move_to_local %s, move %s, reenqueue_local %s match none of the generations hotlane is built for (6.12, 6.13-6.18, 7.1+)",
+		ErrNoSchedObject, k.DsqInsert, k.DsqInsertVtime, k.DsqMoveToLocal, k.DsqMove, k.ReenqueueLocal)
+}
+
 // HasSchedExtOps reports whether the BTF describes struct sched_ext_ops,
 // i.e. whether the kernel was built with CONFIG_SCHED_CLASS_EXT.
 func HasSchedExtOps(spec *btf.Spec) bool {

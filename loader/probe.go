@@ -185,11 +185,20 @@ func probeScxKfuncs(f *Features, spec *btf.Spec) Feature {
 		return c
 	}
 	k, err := KfuncsFromBTF(spec)
+	var object string
+	if err == nil {
+		object, err = k.SchedObject()
+	}
 	switch {
 	case err == nil:
 		f.SchedExt.Kfuncs = &k
 		c.Available = true
-		c.Detail = fmt.Sprintf("API %s: %s, %s, %s, %s", k.API, k.DsqInsert, k.DsqMoveToLocal, k.DsqInsertVtime, k.DsqMove)
+		c.Detail = fmt.Sprintf("API %s: %s, %s, %s, %s (scheduler object %s)", k.API, k.DsqInsert, k.DsqMoveToLocal, k.DsqInsertVtime, k.DsqMove, object)
+	case errors.Is(err, ErrNoSchedObject):
+		f.SchedExt.Kfuncs = &k
+		c.Detail = "sched_ext is here, but its kfuncs are a mix no build of hotlane's scheduler calls"
+		c.Error = err.Error()
+		c.Advice = "`hotlane run` refuses this kernel (6.19 and 7.0 have this mix); use 6.12, 6.13-6.18 or 7.1+, or `hotlane vm`"
 	case errors.Is(err, ErrNoSchedExt):
 		c.Detail = "no scx kfuncs in kernel BTF"
 		c.Error = err.Error()
