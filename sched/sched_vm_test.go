@@ -504,6 +504,13 @@ func TestGuestLatencyBeatsScxSimple(t *testing.T) {
 	if s, h := percentile(underSimple, 0.5), percentile(underHotlane, 0.5); h >= s {
 		t.Errorf("hotlane's median wake latency %v is not below scx_simple's %v", h, s)
 	}
+	info, err := s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One line the kernel matrix (TestVMMatrix) reads back.
+	t.Logf("matrix: object %s, lane p99 %v under hotlane, %v under scx_simple, exit %s",
+		s.Object, percentile(underHotlane, 0.99), percentile(underSimple, 0.99), info.KindName)
 }
 
 func unsafePointer[T any](s []T) unsafe.Pointer { return unsafe.Pointer(&s[0]) }

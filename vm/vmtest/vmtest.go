@@ -10,6 +10,8 @@ package vmtest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,8 +64,35 @@ func RequireGuest(t testing.TB) {
 }
 
 // RunGuestTests compiles the tests of the package in the current directory,
-// boots the VM and runs the tests matching opts.Run inside it.
+// boots the VM and runs the tests matching opts.Run inside it; it fails
+// the test with the guest's console when they fail.
 func RunGuestTests(t *testing.T, opts Options) {
+	t.Helper()
+	run, err := RunGuest(t, opts)
+	if run != nil {
+		t.Logf("guest console (%s, boot %.1fs, total %.1fs):\n%s", run.Kernel.Name, run.Boot.Seconds(), run.Total.Seconds(), run.Console)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// GuestRun is what one boot of RunGuest left.
+type GuestRun struct {
+	Kernel      *vm.Kernel
+	Console     string
+	Boot, Total time.Duration
+}
+
+// ErrGuestTestsFailed is returned by RunGuest when the guest's tests ran
+// and some failed.
+var ErrGuestTestsFailed = errors.New("guest tests failed")
+
+// RunGuest is RunGuestTests for a caller that goes on after a failure (a
+// kernel matrix): it skips the test where RunGuestTests would, fails it
+// only when it cannot set the boot up, and returns the run, with an error
+// if the VM did not finish or the tests did not pass.
+func RunGuest(t *testing.T, opts Options) (*GuestRun, error) {
 	t.Helper()
 	if vm.InGuest() {
 		t.Skip("already inside the VM")
@@ -79,7 +108,10 @@ func RunGuestTests(t *testing.T, opts Options) {
 	hotlane := Hotlane(t)
 	testBin := filepath.Join(t.TempDir(), "pkg.test")
 	goBuild(t, "test", "-c", "-o", testBin, ".")
-	k := Kernel(t, opts.Kernel)
+	k, err := resolveKernel(t, opts.Kernel)
+	if err != nil {
+		return nil, err
+	}
 	cache := vm.DefaultCacheDir()
 	cfg := vm.Config{
 		Kernel:      k,
@@ -102,7 +134,7 @@ func RunGuestTests(t *testing.T, opts Options) {
 	if len(scx) > 0 {
 		bins, err := vm.BuildScx(ctx, cache, k, scx, testWriter{t})
 		if err != nil {
-			t.Fatalf("sched_ext examples: %v", err)
+			return nil, fmt.Errorf("sched_ext examples: %w", err)
 		}
 		for name, bin := range bins {
 			cfg.Executables[vm.ScxGuestPath(name)] = bin
@@ -119,18 +151,19 @@ func RunGuestTests(t *testing.T, opts Options) {
 		cfg.Executables[guest] = host
 	}
 	res, err := vm.Run(ctx, cfg)
+	var run *GuestRun
 	if res != nil {
-		t.Logf("guest console (%s, boot %.1fs, total %.1fs):\n%s", k.Name, res.Boot.Seconds(), res.Total.Seconds(), res.Console)
+		run = &GuestRun{Kernel: k, Console: res.Console, Boot: res.Boot, Total: res.Total}
 	}
-	if err != nil {
-		t.Fatalf("VM run: %v", err)
+	switch {
+	case err != nil:
+		return run, fmt.Errorf("VM run: %w", err)
+	case res.ExitCode != 0:
+		return run, fmt.Errorf("%w (exit %d); see the console", ErrGuestTestsFailed, res.ExitCode)
+	case !strings.Contains(res.Console, "--- PASS"):
+		return run, fmt.Errorf("no guest test matching %q ran", opts.Run)
 	}
-	if res.ExitCode != 0 {
-		t.Fatalf("guest tests failed (exit %d); see the console above", res.ExitCode)
-	}
-	if !strings.Contains(res.Console, "--- PASS") {
-		t.Fatalf("no guest test matching %q ran", opts.Run)
-	}
+	return run, nil
 }
 
 // Kernel resolves a --kernel spec for a test: empty means
@@ -138,14 +171,22 @@ func RunGuestTests(t *testing.T, opts Options) {
 // cache on first use.
 func Kernel(t *testing.T, spec string) *vm.Kernel {
 	t.Helper()
+	k, err := resolveKernel(t, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func resolveKernel(t *testing.T, spec string) (*vm.Kernel, error) {
 	if spec == "" {
 		spec = os.Getenv("HOTLANE_TEST_KERNEL")
 	}
 	k, err := vm.ResolveKernel(context.Background(), vm.DefaultCacheDir(), spec, testWriter{t})
 	if err != nil {
-		t.Fatalf("kernel: %v", err)
+		return nil, fmt.Errorf("kernel: %w", err)
 	}
-	return k
+	return k, nil
 }
 
 // Hotlane builds the static hotlane binary for /init; the Go build cache
