@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hotlane/hotlane/report"
 )
 
 // ErrBadBound is wrapped by every error ParseBounds returns.
@@ -297,6 +299,9 @@ func (b Bound) Check(h *Histogram) []Verdict {
 	return verdicts
 }
 
+// noSamples is the reason of a clause checked against an empty histogram.
+const noSamples = "no samples"
+
 // String renders the clause as a spec writes it: p99<=200µs.
 func (c Clause) String() string {
 	op := "<="
@@ -318,7 +323,7 @@ func (c Clause) String() string {
 func (c Clause) Check(h *Histogram) Verdict {
 	v := Verdict{Clause: c}
 	if h == nil || h.Count() == 0 {
-		v.Reason = "no samples"
+		v.Reason = noSamples
 		return v
 	}
 
@@ -366,4 +371,27 @@ func (v Verdict) String() string {
 		verdict = "PASS"
 	}
 	return fmt.Sprintf("%s %s: %s", verdict, v.Clause, v.Reason)
+}
+
+// Cases turns bound verdicts into one CI case per clause (a JUnit test
+// case, a GitHub annotation), in suite: a clause that failed is a failure
+// with its reason, a clause of a class nothing was measured for ("no
+// samples") an error, since it was checked against nothing.
+func Cases(suite string, bounds []ClassVerdicts, took time.Duration) []report.Case {
+	var cases []report.Case
+	for _, cv := range bounds {
+		subject := Bound{Class: cv.Class, View: cv.View}.Subject()
+		for _, v := range cv.Verdicts {
+			c := report.Case{Suite: suite, Class: subject, Name: v.Clause.String(), Time: took, Output: v.Reason}
+			switch {
+			case v.Pass:
+			case v.Reason == noSamples:
+				c.Error = fmt.Sprintf("%s %s: no samples: the bound was checked against nothing (check the policy and the filters)", subject, v.Clause)
+			default:
+				c.Failure = fmt.Sprintf("%s %s failed: %s", subject, v.Clause, v.Reason)
+			}
+			cases = append(cases, c)
+		}
+	}
+	return cases
 }

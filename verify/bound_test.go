@@ -314,3 +314,33 @@ func TestHasClasslessPart(t *testing.T) {
 		}
 	}
 }
+
+// Each clause is one CI case: met, failed with its reason, or, for a class
+// nothing was measured for, an error.
+func TestCases(t *testing.T) {
+	h := new(Histogram)
+	for range 100 {
+		h.Record(uint64(3 * time.Millisecond))
+	}
+	bounds, err := ParseBounds("inference:p99<=10ms,max<=1ms;normal/wait:p50<=5ms", "inference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cvs := []ClassVerdicts{
+		{Class: "inference", View: bounds[0].View, Verdicts: bounds[0].Check(h)},
+		{Class: "normal", View: bounds[1].View, Verdicts: bounds[1].Check(nil)},
+	}
+	cases := Cases("hotlane verify", cvs, time.Second)
+	if len(cases) != 3 {
+		t.Fatalf("%d cases, want one per clause (3): %+v", len(cases), cases)
+	}
+	if c := cases[0]; c.Class != "inference" || c.Name != "p99<=10ms" || c.Failure != "" || c.Error != "" {
+		t.Errorf("met clause: %+v", c)
+	}
+	if c := cases[1]; c.Name != "max<=1ms" || !strings.Contains(c.Failure, "inference max<=1ms failed") || c.Error != "" {
+		t.Errorf("failed clause: %+v", c)
+	}
+	if c := cases[2]; c.Class != "normal/wait" || c.Error == "" || c.Failure != "" {
+		t.Errorf("unmeasured clause: %+v, want an error", c)
+	}
+}

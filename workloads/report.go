@@ -403,3 +403,22 @@ func formatRate(v float64) string {
 func (r *Report) WriteJSON(w io.Writer) error {
 	return report.WriteJSON(w, r)
 }
+
+// Cases is the report for a CI system: one case per variant (it ran to
+// the end, or why not: a variant the host could not run is an error), and
+// one per clause of hotlane's bounds.
+func (r *Report) Cases(took time.Duration) []report.Case {
+	const suite = "hotlane bench"
+	var cases []report.Case
+	for _, run := range r.Runs {
+		c := report.Case{Suite: suite, Class: "variants", Name: run.Variant.Name, Time: took}
+		if run.Failure != "" {
+			c.Error = run.Variant.Name + " did not run to the end: " + run.Failure
+		}
+		cases = append(cases, c)
+	}
+	for _, s := range r.Skipped {
+		cases = append(cases, report.Case{Suite: suite, Class: "variants", Name: s.Name, Time: took, Error: s.Name + " was skipped: " + s.Reason})
+	}
+	return append(cases, verify.Cases(suite, r.Bounds, took)...)
+}

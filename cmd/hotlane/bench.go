@@ -46,6 +46,7 @@ func runBench(ctx context.Context, args []string) int {
 	scxQmap := fs.String("scx-qmap", vm.ScxQmapGuestPath, "path of the kernel's scx_qmap")
 	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency of the class ('' for none)")
 	out := fs.String("out", defaultOutDir(), "write report.txt, report.json and the SVG plots here")
+	junitPath := fs.String("junit", "", "also write a JUnit XML report to this file: a test case per variant (an error if it did not run) and per clause of the bound")
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "comm prefix hotlane treats as inference (default: the lane's own comms: infer, cyclictest)")
 	fs.Usage = func() {
@@ -84,7 +85,9 @@ bound. Needs a sched_ext kernel for the sched_ext variants: run it inside
 
 Exit status: 0 all variants ran and hotlane met the bound, 1 the bound
 failed, 2 error (including a variant that was skipped, failed to start or
-ended mid-run).
+ended mid-run). In CI: --junit writes a JUnit report, and under GitHub
+Actions (GITHUB_ACTIONS=true) each variant and clause also becomes an
+annotation on standard output.
 
 Flags:
 `)
@@ -192,6 +195,12 @@ Flags:
 	if err := requireDir("--out", *out); err != nil {
 		return fail(err)
 	}
+	ci, err := createCIOutputs(*junitPath, os.Stdout)
+	if err != nil {
+		return fail(err)
+	}
+	defer ci.discard()
+	started := time.Now()
 	run, skipped := workloads.Preflight(variants, workloads.DetectHost())
 	for _, s := range skipped {
 		fmt.Fprintf(os.Stderr, "hotlane bench: skipping %s: %s\n", s.Name, s.Reason)
@@ -220,6 +229,9 @@ Flags:
 		return fail(err)
 	}
 	fmt.Fprintf(os.Stderr, "hotlane bench: %s in %s\n", strings.Join(files, ", "), *out)
+	if err := ci.write("hotlane bench", started, rep.Cases(time.Since(started))); err != nil {
+		return fail(err)
+	}
 	switch {
 	case !rep.Complete:
 		return exitError

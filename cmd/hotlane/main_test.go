@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
@@ -516,5 +517,62 @@ func TestVerifyLimitsViolationLines(t *testing.T) {
 	}
 	if printed+held != streamed || held != notPrinted {
 		t.Errorf("printed %d + summarised %d != streamed %d (report: %d not printed)", printed, held, streamed, notPrinted)
+	}
+}
+
+// In CI, verify writes a JUnit file with one case per clause (the one no
+// wait can meet failed, with its message) and, under GitHub Actions, one
+// annotation per clause beside the text report; --junit - is refused.
+func TestVerifyCIOutputs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer: needs root")
+	}
+	bin := hotlaneBinary(t)
+	junit := filepath.Join(t.TempDir(), "verify.xml")
+	// A process of this test's making waits now and then: sleep's
+	// wake-ups give the class samples.
+	sleeper := exec.Command("sh", "-c", "while :; do sleep 0.01; done")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Process.Kill()
+	stdout, stderr, code := runCLIEnv(t, bin, []string{"GITHUB_ACTIONS=true"}, "verify", "--inference-comm", "sleep", "--comm", "sleep",
+		"--bound", "inference:max<=1h,p50<1ns", "--duration", "2s", "--top", "0", "-q", "--junit", junit)
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d (p50<1ns cannot hold)\nstdout:\n%s\nstderr:\n%s", code, exitFail, stdout, stderr)
+	}
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(data, &suites); err != nil {
+		t.Fatalf("--junit wrote no XML: %v\n%s", err, data)
+	}
+	if suites.Tests != 2 || suites.Failures != 1 || len(suites.Suites) != 1 || len(suites.Suites[0].Cases) != 2 {
+		t.Fatalf("JUnit %+v, want 2 cases, 1 failure\n%s", suites, data)
+	}
+	if c := suites.Suites[0].Cases[1]; c.Name != "p50<1ns" || c.Failure == nil || !strings.Contains(c.Failure.Message, "not below 1ns") {
+		t.Errorf("second case %+v, want p50<1ns failed with the reason", c)
+	}
+	for _, want := range []string{"::notice title=hotlane verify%3A inference max<=1h0m0s::passed", "::error title=hotlane verify%3A inference p50<1ns::"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks the annotation %q:\n%s", want, stdout)
+		}
+	}
+	_, stderr, code = runCLI(t, bin, "verify", "--junit", "-", "--duration", "1s")
+	if code != exitError || !strings.Contains(stderr, "--junit needs a file name") {
+		t.Errorf("--junit -: exit %d, stderr %q", code, stderr)
 	}
 }

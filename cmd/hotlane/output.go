@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/report"
 )
 
 // output is a file a command writes when its run ends. It is created
@@ -116,3 +119,35 @@ func requireDir(flag, path string) error {
 	}
 	return os.MkdirAll(path, 0o755)
 }
+
+// ciOutputs are the CI-native forms of a command's bound verdicts: a JUnit
+// file (--junit) and GitHub Actions annotations (when GITHUB_ACTIONS=true).
+type ciOutputs struct {
+	junit *output
+	text  io.Writer // where annotations go: beside the text report
+}
+
+// createCIOutputs creates the JUnit file, if asked, before the run.
+func createCIOutputs(junitPath string, text io.Writer) (*ciOutputs, error) {
+	if junitPath == stdoutPath {
+		return nil, fmt.Errorf("--junit needs a file name (standard output carries the text report or the JSON)")
+	}
+	j, err := createOutput(junitPath)
+	if err != nil {
+		return nil, err
+	}
+	return &ciOutputs{junit: j, text: text}, nil
+}
+
+// write writes what was asked for from the run's cases.
+func (c *ciOutputs) write(name string, started time.Time, cases []report.Case) error {
+	if err := c.junit.write(func(w io.Writer) error { return report.WriteJUnit(w, name, started, cases) }); err != nil {
+		return err
+	}
+	if report.InGitHubActions() {
+		return report.WriteGitHubAnnotations(c.text, cases)
+	}
+	return nil
+}
+
+func (c *ciOutputs) discard() { c.junit.discard() }

@@ -21,6 +21,7 @@ func runVerify(ctx context.Context, args []string) int {
 	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class; CLASS/wait: checks the wait from the wake-up instead of the felt view)")
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early)")
 	jsonPath := fs.String("json", "", "also write the full report as JSON to this file (-: standard output, and the text report goes to standard error)")
+	junitPath := fs.String("junit", "", "also write the bound's verdicts as a JUnit XML report to this file: one test case per clause, a failure per clause not met (CI systems read it)")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (tgid)")
 	var tids tidList
 	fs.Var(&tids, "tid", fmt.Sprintf("trace only this thread (repeatable, at most %d; with --top, the per-task table is per thread, like runqlat -L)", verify.MaxFilterTIDs))
@@ -65,6 +66,11 @@ exited meanwhile. The report adds these up per class.
 
 Exit status: 0 bound held (or none given), 1 bound failed, 2 error (a bound
 whose class had no samples is one: it was checked against nothing).
+
+In CI: --junit writes a JUnit report (one case per clause), and under
+GitHub Actions (GITHUB_ACTIONS=true) each clause also becomes an
+annotation (::error for a clause not met, ::notice for one met), beside
+the text report.
 
 Examples:
   hotlane verify --bound 'inference:p99<=200us,max<=5ms' --duration 30s
@@ -147,6 +153,12 @@ Flags:
 		return fail(err)
 	}
 	defer jsonOut.discard()
+	ci, err := createCIOutputs(*junitPath, textOut(jsonOut))
+	if err != nil {
+		return fail(err)
+	}
+	defer ci.discard()
+	started := time.Now()
 	res, err := verify.Run(ctx, opts)
 	if err != nil {
 		return fail(err)
@@ -155,6 +167,9 @@ Flags:
 		return fail(err)
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
+		return fail(err)
+	}
+	if err := ci.write("hotlane verify", started, verify.Cases("hotlane verify", res.Bounds, time.Since(started))); err != nil {
 		return fail(err)
 	}
 	if len(res.Unmeasured) > 0 {
