@@ -15,7 +15,8 @@ type Options struct {
 	// Bounds to check at the end; each bound's tightest limit also sets
 	// its class's violation threshold.
 	Bounds []Bound
-	// Duration of the run; it also ends when ctx is done.
+	// Duration of the run; it also ends when ctx is done. Zero: until
+	// ctx is done (a service scraped by Prometheus).
 	Duration time.Duration
 	// Progress, if set, receives a line every ProgressInterval.
 	Progress         io.Writer
@@ -25,6 +26,11 @@ type Options struct {
 	// line for what each second left out.
 	Violations              io.Writer
 	ViolationLinesPerSecond int
+	// Attached, if set, is called with the tracer once it is attached,
+	// and Detached with its last snapshot before it is closed (a metrics
+	// endpoint reads the tracer meanwhile).
+	Attached func(*Tracer)
+	Detached func(*Snapshot)
 }
 
 // ClassVerdicts are the verdicts of one class's bound.
@@ -85,8 +91,8 @@ func Thresholds(bounds []Bound) (map[string]time.Duration, map[string]View) {
 // Run attaches the tracer, measures for the duration and checks the
 // bounds. Classes named in bounds must exist in the policy.
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	if opts.Duration <= 0 {
-		return nil, fmt.Errorf("%w: duration %s must be positive", ErrBadTracerConfig, opts.Duration)
+	if opts.Duration < 0 {
+		return nil, fmt.Errorf("%w: duration %s must not be negative", ErrBadTracerConfig, opts.Duration)
 	}
 	for _, b := range opts.Bounds {
 		if opts.Tracer.Table != nil && indexOf(opts.Tracer.Table.Names, b.Class) < 0 {
@@ -101,8 +107,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer t.Close()
+	if opts.Attached != nil {
+		opts.Attached(t)
+	}
 
-	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
+	var cancel context.CancelFunc
+	if opts.Duration > 0 {
+		ctx, cancel = context.WithTimeout(ctx, opts.Duration)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	var (
 		streamed uint64
@@ -141,8 +155,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 				break loop
 			case <-tick.C:
 				if s, err := t.Snapshot(); err == nil {
+					of := opts.Duration.String()
+					if opts.Duration == 0 {
+						of = "until stopped"
+					}
 					fmt.Fprintf(opts.Progress, "verify: %s/%s: %d samples, %d switches, %d lost\n",
-						s.Elapsed.Round(time.Second), opts.Duration, s.Counters.Samples, s.Counters.Switches,
+						s.Elapsed.Round(time.Second), of, s.Counters.Samples, s.Counters.Switches,
 						s.Counters.losses().Total())
 				}
 			}
@@ -158,6 +176,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	snap, err := t.Snapshot()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Detached != nil {
+		opts.Detached(snap)
 	}
 	res := &Result{Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
 	if opts.Tracer.Explain {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,4 +212,49 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// FetchProgram downloads package pkg from suite through the private apt
+// state, unpacks it into the cache once per version, and returns the path
+// of the program at path inside it (e.g. "/usr/bin/prometheus"). Tests use
+// it for outside tools newer than the host's release has, as the VM kernel
+// is fetched; the host's own packages are never touched.
+func FetchProgram(ctx context.Context, cacheDir, suite, pkg, path string, log io.Writer) (string, error) {
+	if !debianPackageName.MatchString(pkg) {
+		return "", fmt.Errorf("%q is not a Debian package name", pkg)
+	}
+	if cached, _ := filepath.Glob(filepath.Join(cacheDir, "tools", pkg+"_*", path)); len(cached) > 0 {
+		sort.Strings(cached)
+		return cached[len(cached)-1], nil
+	}
+	a, err := newApt(ctx, cacheDir, suite)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(log, "hotlane: fetching %s from %s (private apt state in %s)\n", pkg, suite, a.dir)
+	if err := a.update(ctx); err != nil {
+		return "", err
+	}
+	deb, err := a.download(ctx, pkg)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cacheDir, "tools", strings.TrimSuffix(filepath.Base(deb), ".deb"))
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, tmp).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("dpkg-deb -x %s: %v: %s", deb, err, lastLines(string(out), 3))
+	}
+	if _, err := os.Stat(filepath.Join(tmp, path)); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("%s has no %s", filepath.Base(deb), path)
+	}
+	os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, path), nil
 }

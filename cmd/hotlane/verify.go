@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/verify"
 )
@@ -19,7 +20,8 @@ func runVerify(ctx context.Context, args []string) int {
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
 	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class; CLASS/wait: checks the wait from the wake-up instead of the felt view)")
-	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early)")
+	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early); with --listen and no --duration: until SIGTERM or Ctrl-C")
+	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464 or :9464): latency histograms per class and view at hotlane's bucket edges, events, losses, BPF run time")
 	jsonPath := fs.String("json", "", "also write the full report as JSON to this file (-: standard output, and the text report goes to standard error)")
 	junitPath := fs.String("junit", "", "also write the bound's verdicts as a JUnit XML report to this file: one test case per clause, a failure per clause not met (CI systems read it)")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (tgid)")
@@ -95,6 +97,9 @@ Flags:
 	if *duration <= 0 {
 		return fail(fmt.Errorf("--duration %s must be positive", *duration))
 	}
+	if *listen != "" && !flagGiven(fs, "duration") {
+		*duration = 0 // a service: until stopped
+	}
 	var p *policy.Policy
 	var err error
 	if *policyPath != "" {
@@ -158,6 +163,21 @@ Flags:
 		return fail(err)
 	}
 	defer ci.discard()
+	if *listen != "" {
+		tracerMetrics := metrics.NewTracerCollector()
+		srv, err := metrics.Serve(*listen, tracerMetrics)
+		if err != nil {
+			return fail(err)
+		}
+		defer srv.Close()
+		opts.Attached, opts.Detached = tracerMetrics.Attach, tracerMetrics.Detach
+		if !*quiet {
+			fmt.Fprintf(os.Stderr, "hotlane verify: metrics on http://%s/metrics\n", srv.Addr)
+		}
+		if *duration == 0 {
+			opts.ProgressInterval = time.Minute
+		}
+	}
 	started := time.Now()
 	res, err := verify.Run(ctx, opts)
 	if err != nil {

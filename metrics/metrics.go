@@ -1,0 +1,225 @@
+// Package metrics serves hotlane's figures to Prometheus on /metrics, in
+// the OpenMetrics text format, the way a fleet scrapes every node.
+//
+// Latencies are classic histograms in seconds whose bucket edges are
+// hotlane's own (verify.BucketBounds): for every bucket that holds a
+// sample, its lower and its upper edge, so that histogram_quantile() on a
+// scrape lands in the very bucket hotlane's report gives for the same
+// quantile. The bucket set grows as samples reach new buckets and never
+// shrinks. Prometheus's native histograms have exponential edges, which
+// hotlane's linear sub-buckets cannot be mapped onto exactly, so none are
+// exported.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hotlane/hotlane/verify"
+	"github.com/hotlane/hotlane/version"
+)
+
+// Namespace prefixes every metric hotlane exports.
+const Namespace = "hotlane"
+
+// ErrListen is wrapped by Serve when the address cannot be listened on.
+var ErrListen = errors.New("cannot listen for the metrics endpoint")
+
+// Server is a running /metrics endpoint.
+type Server struct {
+	// Addr is the address it listens on (with the port chosen, for ":0").
+	Addr string
+	srv  *http.Server
+	done chan error
+}
+
+// Serve listens on addr at once (so that a bad address fails before any
+// work starts) and serves the collectors on /metrics, with the build's
+// hotlane_build_info, until Close.
+func Serve(addr string, cs ...prometheus.Collector) (*Server, error) {
+	reg := prometheus.NewRegistry()
+	info := version.Read()
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "build_info", Help: "The running hotlane build (always 1).",
+		ConstLabels: prometheus.Labels{"version": info.Module, "revision": info.Revision, "goversion": info.Go},
+	}, func() float64 { return 1 }))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: %w", ErrListen, addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "hotlane: metrics are on /metrics")
+	})
+	s := &Server{Addr: ln.Addr().String(), srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, done: make(chan error, 1)}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Close stops serving, letting scrapes in flight finish for up to a second.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Histogram turns h (nanoseconds) into a classic Prometheus histogram in
+// seconds with hotlane's bucket edges, as the package doc says.
+func Histogram(desc *prometheus.Desc, h *verify.Histogram, labels ...string) (prometheus.Metric, error) {
+	buckets := map[float64]uint64{}
+	var below uint64
+	for i, n := range h.Buckets() {
+		lo, hi := verify.BucketBounds(i)
+		if lo > 0 {
+			buckets[seconds(lo)] = below // nothing in [lo, hi) yet
+		}
+		below += n
+		if i < verify.NumBuckets-1 { // the last one's edge is +Inf
+			buckets[seconds(hi)] = below
+		}
+	}
+	return prometheus.NewConstHistogram(desc, h.Count(), float64(h.Sum())/1e9, buckets, labels...)
+}
+
+func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
+
+// TracerCollector exports a run-queue tracer's figures at each scrape:
+// latency per class and view, events seen and lost, and the BPF run time
+// of its programs. Until it is given a tracer, and after the tracer is
+// closed, it exports the last snapshot it had.
+type TracerCollector struct {
+	mu       sync.Mutex
+	snapshot func() (*verify.Snapshot, error)
+	last     *verify.Snapshot
+	cost     func() ([]costSample, error)
+
+	latency, events, lost, runs, runTime, elapsed *prometheus.Desc
+}
+
+type costSample struct {
+	program string
+	runs    uint64
+	total   time.Duration
+}
+
+// NewTracerCollector returns a collector with nothing to export yet.
+func NewTracerCollector() *TracerCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+	}
+	return &TracerCollector{
+		latency: d("runqueue_latency_seconds", "How long tasks waited for a CPU, per hotlane class; view wait starts at the wake-up or preemption (runqlat's), felt at the wake-up's cause where the kernel tells it.", "class", "view"),
+		events:  d("tracer_events_total", "Scheduler events the tracer handled: wakeups, switches and samples (waits measured).", "event"),
+		lost:    d("tracer_lost_total", "Data the tracer could not keep, by reason (task_table_full is partial: class figures stay complete).", "reason"),
+		runs:    d("tracer_bpf_runs_total", "Runs of each tracer BPF program (BPF_ENABLE_STATS).", "program"),
+		runTime: d("tracer_bpf_run_seconds_total", "Time spent in each tracer BPF program (BPF_ENABLE_STATS).", "program"),
+		elapsed: d("tracer_attached_seconds", "How long the tracer has been attached."),
+	}
+}
+
+// Attach makes the collector read t from now on.
+func (c *TracerCollector) Attach(t *verify.Tracer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snapshot = t.Snapshot
+	c.cost = func() ([]costSample, error) {
+		pc, err := t.Cost()
+		out := make([]costSample, len(pc))
+		for i, p := range pc {
+			out[i] = costSample{p.Program, p.Runs, p.Total}
+		}
+		return out, err
+	}
+}
+
+// Detach makes the collector keep exporting s, the tracer's last
+// snapshot, once the tracer is gone.
+func (c *TracerCollector) Detach(s *verify.Snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snapshot, c.cost, c.last = nil, nil, s
+}
+
+// Describe implements prometheus.Collector.
+func (c *TracerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.latency, c.events, c.lost, c.runs, c.runTime, c.elapsed} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *TracerCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.last
+	if c.snapshot != nil {
+		fresh, err := c.snapshot()
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(c.latency, err)
+		} else {
+			s, c.last = fresh, fresh
+		}
+	}
+	if s == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.elapsed, prometheus.GaugeValue, s.Elapsed.Seconds())
+	for _, cl := range s.Classes {
+		for _, v := range []verify.View{verify.ViewWait, verify.ViewFelt} {
+			h := cl.View(v)
+			if h == nil {
+				continue
+			}
+			m, err := Histogram(c.latency, h, cl.Class, string(v))
+			if err != nil {
+				m = prometheus.NewInvalidMetric(c.latency, err)
+			}
+			ch <- m
+		}
+	}
+	n := s.Counters
+	for event, v := range map[string]uint64{"wakeups": n.Wakeups, "switches": n.Switches, "samples": n.Samples} {
+		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(v), event)
+	}
+	for reason, v := range map[string]uint64{
+		"start_stamp_not_stored": n.StampFailures, "ringbuf_full": n.RingbufDrops, "task_table_full": n.TaskTableFull,
+		"switch_not_reported": n.UnmeasuredWaits, "start_not_seen": n.UnstampedWaits,
+	} {
+		ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(v), reason)
+	}
+	if c.cost == nil {
+		return
+	}
+	costs, err := c.cost()
+	if err != nil {
+		return // statistics off: the report says so; nothing to export
+	}
+	for _, p := range costs {
+		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.CounterValue, float64(p.runs), p.program)
+		ch <- prometheus.MustNewConstMetric(c.runTime, prometheus.CounterValue, p.total.Seconds(), p.program)
+	}
+}
