@@ -576,3 +576,81 @@ func TestVerifyCIOutputs(t *testing.T) {
 		t.Errorf("--junit -: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// The systemd unit is one systemd accepts without a warning, and the
+// command line it starts is one hotlane accepts.
+func TestSystemdUnit(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed (package systemd)")
+	}
+	unit, err := os.ReadFile("../../packaging/hotlane.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := hotlaneBinary(t)
+	const installed = "/usr/local/bin/hotlane"
+	if !bytes.Contains(unit, []byte("ExecStart="+installed+" ")) {
+		t.Fatalf("the unit does not start %s", installed)
+	}
+	local := filepath.Join(t.TempDir(), "hotlane.service")
+	if err := os.WriteFile(local, bytes.ReplaceAll(unit, []byte(installed), []byte(bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", local).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	var args []string
+	for _, line := range strings.Split(string(unit), "\n") {
+		if rest, ok := strings.CutPrefix(line, "ExecStart="+installed+" "); ok {
+			args = strings.Fields(rest)
+		}
+	}
+	_, stderr, code := runCLI(t, bin, append(args, "--check-policy", "/nonexistent/policy.json")...)
+	if code != exitError || strings.Contains(stderr, "flag provided but not defined") || !strings.Contains(stderr, "/nonexistent/policy.json") {
+		t.Errorf("hotlane %v: exit %d, stderr %q: want only the missing policy file refused", args, code, stderr)
+	}
+}
+
+// The DaemonSet example's policy is one hotlane accepts, and so are the
+// flags it starts verify with.
+func TestDaemonSetExample(t *testing.T) {
+	data, err := os.ReadFile("../../packaging/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "policy.json: |\n")
+	block, _, _ = strings.Cut(block, "---")
+	if !ok || strings.TrimSpace(block) == "" {
+		t.Fatal("no policy.json in the ConfigMap")
+	}
+	policyFile := filepath.Join(t.TempDir(), "policy.json")
+	os.WriteFile(policyFile, []byte(block), 0o644)
+	bin := hotlaneBinary(t)
+	if out, errOut, code := runCLI(t, bin, "run", "--check-policy", policyFile); code != exitOK {
+		t.Errorf("the example policy is refused (exit %d): %s%s", code, out, errOut)
+	}
+	var args []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "args: "); ok {
+			if err := json.Unmarshal([]byte(rest), &args); err != nil {
+				t.Fatalf("args %s: %v", rest, err)
+			}
+		}
+	}
+	if len(args) < 2 || args[0] != "verify" {
+		t.Fatalf("args %v, want verify and its flags", args)
+	}
+	for i, a := range args {
+		if a == "/etc/hotlane/policy.json" {
+			args[i] = policyFile
+		}
+	}
+	// A duration verify refuses after parsing shows that every other
+	// flag parsed.
+	_, stderr, code := runCLI(t, bin, append(args, "--duration", "0s")...)
+	if code != exitError || !strings.Contains(stderr, "--duration 0s must be positive") {
+		t.Errorf("hotlane %v: exit %d, stderr %q", args, code, stderr)
+	}
+}
