@@ -8,7 +8,7 @@ export HOTLANE_CACHE
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN           := bin/hotlane
 
-.PHONY: all build deps demo soak test unit lint fuzz generate vmlinux clean kernel-6.12 matrix
+.PHONY: all build deps demo soak test unit lint fuzz generate vmlinux clean kernel-6.12 matrix release
 
 all: build
 
@@ -18,6 +18,18 @@ build:
 
 deps:
 	@./scripts/deps.sh
+
+# A release: the static binary, reproducible paths (-trimpath), the commit
+# and its time stamped in by the Go toolchain (hotlane --version shows
+# them), named after `git describe`, with its SHA-256 beside it. Build from
+# a clean checkout of a tag; a dirty tree is refused.
+RELEASE_VERSION = $(shell git describe --tags --always --dirty)
+release:
+	@case "$(RELEASE_VERSION)" in *-dirty) echo "release: the work tree has changes; commit or stash them" >&2; exit 1;; esac
+	@mkdir -p dist
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=true -o dist/hotlane-$(RELEASE_VERSION)-linux-amd64 ./cmd/hotlane
+	cd dist && sha256sum hotlane-$(RELEASE_VERSION)-linux-amd64 > hotlane-$(RELEASE_VERSION)-linux-amd64.sha256
+	dist/hotlane-$(RELEASE_VERSION)-linux-amd64 --version
 
 # The main job: boot the sched_ext VM and compare, on the same workload, the
 # kernel's EEVDF alone and with the lane at nice -20, SCHED_FIFO and
