@@ -91,7 +91,7 @@ annotation on standard output.
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code

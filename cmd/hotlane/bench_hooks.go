@@ -54,7 +54,7 @@ Exit status: 0 measured (refused hooks included), 2 error.
 
 Flags:
 `, kindList())
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code

@@ -40,7 +40,7 @@ unless a --require'd feature is missing (1) or the arguments are bad (2).
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -109,4 +110,54 @@ func (l *tidList) Set(s string) error {
 	}
 	*l = append(*l, uint32(v))
 	return nil
+}
+
+// printFlags lists a command's flags as GNU tools do: --name for long
+// names, -x for one letter (Go's flag package accepts either dash count),
+// each with its usage and, when it has one, its default.
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		line := "  " + dash + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintln(w, line)
+		usage = strings.ReplaceAll(usage, "\n", "\n    \t")
+		// A usage that states its default ("2x the CPUs") keeps its
+		// words rather than this machine's number.
+		if !zeroDefault(f.DefValue) && !strings.Contains(usage, "(default") {
+			usage += fmt.Sprintf(" (default %s)", quoteDefault(f))
+		}
+		fmt.Fprintf(w, "    \t%s\n", usage)
+	})
+}
+
+func zeroDefault(v string) bool {
+	switch v {
+	case "", "0", "false", "0s", "[]":
+		return true
+	}
+	return false
+}
+
+// quoteDefault quotes a default that is text rather than a number, a
+// duration or a truth value, as flag.PrintDefaults does for strings.
+func quoteDefault(f *flag.Flag) string {
+	v := f.DefValue
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return v
+	}
+	if _, err := time.ParseDuration(v); err == nil {
+		return v
+	}
+	if _, err := strconv.ParseBool(v); err == nil {
+		return v
+	}
+	return strconv.Quote(v)
 }

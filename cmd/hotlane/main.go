@@ -55,6 +55,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
 	fs.SetOutput(os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+		// Asked for: the help is the output, on standard output.
+		fs.SetOutput(os.Stdout)
 		usage()
 		return exitOK, true
 	case err != nil:

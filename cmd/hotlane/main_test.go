@@ -360,8 +360,8 @@ func TestWrongFlagsGiveOneLine(t *testing.T) {
 		}
 	}
 	// -h still prints the whole usage, and succeeds.
-	if _, stderr, code := runCLI(t, bin, "verify", "-h"); code != exitOK || !strings.Contains(stderr, "Usage: hotlane verify") {
-		t.Errorf("verify -h: exit %d, %q", code, stderr)
+	if stdout, _, code := runCLI(t, bin, "verify", "-h"); code != exitOK || !strings.Contains(stdout, "Usage: hotlane verify") || !strings.Contains(stdout, "\n  --bound string\n") {
+		t.Errorf("verify -h: exit %d, %q; want the usage on standard output, flags written --name", code, stdout)
 	}
 }
 

@@ -42,7 +42,7 @@ Tracepoints it knows: %s
 
 Flags:
 `, strings.Join(dma.KnownTracepoints(), ", "))
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code

@@ -82,7 +82,7 @@ Examples:
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code

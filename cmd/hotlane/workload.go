@@ -30,7 +30,7 @@ lateness: an application-level view to set beside 'hotlane verify'.
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// cliCommands are the command lines whose help docs/cli.md holds.
+var cliCommands = [][]string{
+	{"doctor"}, {"run"}, {"verify"}, {"probe", "ioctl"}, {"probe", "dma"}, {"probe", "xdp"},
+	{"workload"}, {"bench"}, {"bench", "hooks"}, {"vm"},
+}
+
+const cliReference = "../../docs/cli.md"
+
+// docs/cli.md is every command's -h, as the binary prints it: the
+// reference cannot drift from the flags. HOTLANE_UPDATE_DOCS=1 rewrites it.
+func TestCLIReferenceIsCurrent(t *testing.T) {
+	bin := hotlaneBinary(t)
+	var b strings.Builder
+	b.WriteString("# hotlane command reference\n\nGenerated from each command's `-h` (`HOTLANE_UPDATE_DOCS=1 go test ./cmd/hotlane -run TestCLIReferenceIsCurrent`); a test fails when it differs from the binary.\n")
+	for _, cmd := range cliCommands {
+		// Defaults that come from the environment take their plain value.
+		stdout, stderr, code := runCLIEnv(t, bin, []string{"HOTLANE_RESULTS="}, append(cmd, "-h")...)
+		if code != exitOK || stdout == "" {
+			t.Fatalf("hotlane %s -h: exit %d, stdout %q, stderr %q; want the help on standard output", strings.Join(cmd, " "), code, stdout, stderr)
+		}
+		fmt.Fprintf(&b, "\n## hotlane %s\n\n```text\n%s```\n", strings.Join(cmd, " "), stdout)
+	}
+	if os.Getenv("HOTLANE_UPDATE_DOCS") == "1" {
+		if err := os.WriteFile(cliReference, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	have, err := os.ReadFile(cliReference)
+	if err != nil || string(have) != b.String() {
+		t.Errorf("%s is not the binary's help (%v): regenerate it with HOTLANE_UPDATE_DOCS=1 go test ./cmd/hotlane -run TestCLIReferenceIsCurrent", cliReference, err)
+	}
+}
+
+// Every flag the README gives a hotlane command is one that command
+// accepts (its -h lists it).
+func TestREADMEFlagsAreAccepted(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := hotlaneBinary(t)
+	accepted := map[string][]string{}
+	flagLine := regexp.MustCompile(`(?m)^  --?([a-z0-9-]+)`)
+	for _, cmd := range cliCommands {
+		stdout, _, _ := runCLI(t, bin, append(cmd, "-h")...)
+		for _, m := range flagLine.FindAllStringSubmatch(stdout, -1) {
+			accepted[strings.Join(cmd, " ")] = append(accepted[strings.Join(cmd, " ")], m[1])
+		}
+	}
+	// A command line in the README: "hotlane CMD [SUB] ..." up to the end
+	// of its code span or line; flags after "--" belong to the guest.
+	use := regexp.MustCompile("hotlane ((?:probe |bench )?[a-z]+)([^`\\n]*)")
+	flagRE := regexp.MustCompile(`(?:^|\s|\[)--([a-z][a-z0-9-]*)`)
+	checked := 0
+	for _, m := range use.FindAllStringSubmatch(string(readme), -1) {
+		cmd, rest := m[1], m[2]
+		flags, ok := accepted[cmd]
+		if !ok {
+			continue // prose: "hotlane is", "hotlane vm's"...
+		}
+		if i := strings.Index(rest, " -- "); i >= 0 {
+			rest = rest[:i]
+		}
+		for _, f := range flagRE.FindAllStringSubmatch(rest, -1) {
+			checked++
+			if f[1] != "version" && !slices.Contains(flags, f[1]) {
+				t.Errorf("README: `hotlane %s ... --%s`: %s has no such flag (%q)", cmd, f[1], cmd, strings.TrimSpace(m[0]))
+			}
+		}
+	}
+	t.Logf("%d flags on hotlane command lines in the README, all accepted", checked)
+	if checked < 20 {
+		t.Errorf("checked only %d flags in the README: the pattern no longer finds its command lines", checked)
+	}
+}
