@@ -132,8 +132,9 @@ func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Wri
 		}
 	}
 
+	// The objects of an interrupted build are kept: make picks up where
+	// it stopped, since the configuration below comes out the same.
 	build := filepath.Join(srcDir, "build-kernel")
-	os.RemoveAll(build)
 	if err := os.MkdirAll(build, 0o755); err != nil {
 		return nil, err
 	}
