@@ -25,7 +25,7 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 	b.WriteString("# hotlane command reference\n\nGenerated from each command's `-h` (`HOTLANE_UPDATE_DOCS=1 go test ./cmd/hotlane -run TestCLIReferenceIsCurrent`); a test fails when it differs from the binary.\n")
 	for _, cmd := range cliCommands {
 		// Defaults that come from the environment take their plain value.
-		stdout, stderr, code := runCLIEnv(t, bin, []string{"HOTLANE_RESULTS="}, append(cmd, "-h")...)
+		stdout, stderr, code := runCLIEnv(t, bin, []string{"HOTLANE_RESULTS=", "HOTLANE_CACHE=/nonexistent"}, append(cmd, "-h")...)
 		if code != exitOK || stdout == "" {
 			t.Fatalf("hotlane %s -h: exit %d, stdout %q, stderr %q; want the help on standard output", strings.Join(cmd, " "), code, stdout, stderr)
 		}

@@ -654,3 +654,23 @@ func TestDaemonSetExample(t *testing.T) {
 		t.Errorf("hotlane %v: exit %d, stderr %q", args, code, stderr)
 	}
 }
+
+// probe xdp takes --json FILE like every other command: "-" puts the JSON
+// alone on standard output and the text report on standard error.
+func TestProbeXDPJSONToStdout(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches XDP: needs root")
+	}
+	bin := hotlaneBinary(t)
+	stdout, stderr, code := runCLI(t, bin, "probe", "xdp", "--iface", "lo", "--duration", "500ms", "-q", "--json", "-")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("standard output is not one JSON document: %v\n%s", err, stdout)
+	}
+	if !strings.Contains(stderr, "lo") || len(strings.TrimSpace(stderr)) == 0 {
+		t.Errorf("the text report is not on standard error:\n%s", stderr)
+	}
+}

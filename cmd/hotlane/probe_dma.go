@@ -18,7 +18,7 @@ func runProbeDMA(ctx context.Context, args []string) int {
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	interval := durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
 	quiet := fs.Bool("q", false, "print no progress lines")
-	hooks := fs.String("hooks", dma.HooksAuto, "hook family: auto, tp_btf (dma:* tracepoints, typed), tracepoint (dma:* through tracefs) or fentry (fexit on the DMA-API functions)")
+	hooks := fs.String("hook", dma.HooksAuto, "hook family: auto, tp_btf (dma:* tracepoints, typed), tracepoint (dma:* through tracefs) or fentry (fexit on the DMA-API functions)")
 	latency := fs.String("latency", dma.LatencyAuto, "map latency with fentry/fexit on the map functions: auto (where fentry loads), on (required) or off")
 	var events listFlag
 	fs.Var(&events, "events", "trace only these dma:* tracepoints (comma-separated or repeated), e.g. dma_map_phys,dma_unmap_phys")
@@ -35,7 +35,7 @@ Every event the probe could not count is reported.
 
 Examples:
   hotlane probe dma --duration 10s
-  hotlane probe dma --json dma.json --hooks fentry
+  hotlane probe dma --json dma.json --hook fentry
   hotlane probe dma --events dma_map_phys,dma_unmap_phys
 
 Tracepoints it knows: %s

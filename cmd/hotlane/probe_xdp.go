@@ -23,11 +23,11 @@ func runProbeXDP(ctx context.Context, args []string) int {
 		duration = durationFlag(fs, "duration", 0, 0, 0, "stop after this long (default: run until Ctrl-C)")
 		interval = durationFlag(fs, "interval", xdp.DefaultInterval, 100*time.Millisecond, 0, "time between progress lines")
 		quiet    = fs.Bool("q", false, "no progress lines")
-		asJSON   = fs.Bool("json", false, "print the report as JSON")
+		jsonPath = fs.String("json", "", "also write the report as JSON to this file (-: standard output, and the text report goes to standard error)")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane probe xdp --iface IF [--drop LIST] [--allow-udp-ports LIST]
-                         [--drop-ethertype LIST | --policy FILE] [--duration D] [--json]
+                         [--drop-ethertype LIST | --policy FILE] [--duration D] [--json FILE]
 
 Attaches an XDP program to an interface and counts every received frame
 and its bytes per protocol class (IPv4/IPv6 x TCP/UDP/ICMP/ICMPv6/fragment/
@@ -46,7 +46,7 @@ Policy file (every field optional):
 Examples:
   hotlane probe xdp --iface eth0 --duration 10s
   hotlane probe xdp --iface eth0 --drop icmp,icmpv6 --allow-udp-ports 53,123
-  hotlane probe xdp --iface eth0 --policy drop.json --json
+  hotlane probe xdp --iface eth0 --policy drop.json --json - | jq .classes
 
 Flags:
 `)
@@ -74,6 +74,12 @@ Flags:
 		return fail(err)
 	}
 
+	// Created before attaching, so that a bad path fails first.
+	jsonOut, err := createOutput(*jsonPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer jsonOut.discard()
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
@@ -98,11 +104,10 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	write := rep.WriteText
-	if *asJSON {
-		write = rep.WriteJSON
+	if err := rep.WriteText(textOut(jsonOut)); err != nil {
+		return fail(err)
 	}
-	if err := write(os.Stdout); err != nil {
+	if err := jsonOut.write(rep.WriteJSON); err != nil {
 		return fail(err)
 	}
 	return exitOK

@@ -27,7 +27,7 @@ var memorySize = regexp.MustCompile(`^[1-9][0-9]*[MGT]?$`)
 func runVM(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("vm", flag.ContinueOnError)
 	kernel := fs.String("kernel", "", "kernel to boot: a kernel of the test matrix ("+strings.Join(slices.Sorted(maps.Keys(vm.NamedKernels)), ", ")+"), a vmlinuz path, a Debian suite (newest cloud kernel of it, e.g. sid), or SUITE/PACKAGE (default "+vm.DefaultKernel+")")
-	cacheDir := fs.String("cache", vm.DefaultCacheDir(), "where kernels, apt state and the scx_simple build are kept")
+	cacheDir := fs.String("cache", vm.DefaultCacheDir(), "where kernels, apt state and the scx_simple build are kept (default $HOTLANE_CACHE, else ~/.cache/hotlane)")
 	timeout := durationFlag(fs, "timeout", 5*time.Minute, time.Second, 0, "kill the guest after this long")
 	memory := "2G"
 	fs.Func("memory", "guest memory (qemu -m), a number of MiB or with a suffix: 512M, 2G (default 2G)", func(v string) error {

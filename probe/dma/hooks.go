@@ -409,7 +409,7 @@ func (k *kernel) planTracepoints(p *plan, events []string) error {
 		if p.family == HooksTpBTF && shape != c.shape {
 			err := fmt.Errorf("tracepoint dma:%s has arguments %s on this kernel, this code reads %s", name, shape, c.shape)
 			if explicit || c.required {
-				return fmt.Errorf("%w: %v; use --hooks tracepoint", ErrNoHooks, err)
+				return fmt.Errorf("%w: %v; use --hook tracepoint", ErrNoHooks, err)
 			}
 			p.notes = append(p.notes, err.Error()+": not traced")
 			continue
@@ -436,7 +436,7 @@ func (k *kernel) planTracepoints(p *plan, events []string) error {
 			if p.family == HooksTracepoint {
 				where = "in " + filepath.Join(p.tracefs, "events", "dma")
 			}
-			return fmt.Errorf("%w: none of %s is %s (kernel %s); the dma:* tracepoints appeared in 6.12: use --hooks fentry",
+			return fmt.Errorf("%w: none of %s is %s (kernel %s); the dma:* tracepoints appeared in 6.12: use --hook fentry",
 				ErrMissingTracepoint, strings.Join(names, ", "), where, k.release)
 		}
 	}

@@ -222,7 +222,7 @@ func TestPlanPre618Names(t *testing.T) {
 func TestPlanNoTracepoints(t *testing.T) {
 	k := fakeKernel(t, nil, map[string]string{"dma_map_page_attrs": "DPIIII>I"})
 	_, err := k.makePlan(HooksTpBTF, nil, LatencyOff)
-	if !errors.Is(err, ErrMissingTracepoint) || !strings.Contains(err.Error(), "use --hooks fentry") {
+	if !errors.Is(err, ErrMissingTracepoint) || !strings.Contains(err.Error(), "use --hook fentry") {
 		t.Errorf("no tracepoints: %v", err)
 	}
 	k = fakeKernel(t, map[string]string{"dma_map_phys": "DIII", "dma_unmap_phys": "DIIII"}, nil)

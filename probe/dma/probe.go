@@ -76,7 +76,7 @@ func Start(opts Options) (*Probe, error) {
 	}
 	opts.Events = events
 	if len(events) > 0 && opts.Hooks == HooksFentry {
-		return nil, fmt.Errorf("%w: events name tracepoints; they do not apply to --hooks fentry", ErrBadOptions)
+		return nil, fmt.Errorf("%w: events name tracepoints; they do not apply to --hook fentry", ErrBadOptions)
 	}
 	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON"); err != nil {
 		return nil, err

@@ -177,7 +177,7 @@ func TestHostBadOptions(t *testing.T) {
 		{Options{Hooks: "kprobe"}, `hooks "kprobe"`},
 		{Options{Latency: "maybe"}, `latency "maybe"`},
 		{Options{Events: []string{"dma_map_bogus"}}, `unknown DMA tracepoint "dma_map_bogus"`},
-		{Options{Hooks: HooksFentry, Events: []string{"dma_map_phys"}}, "do not apply to --hooks fentry"},
+		{Options{Hooks: HooksFentry, Events: []string{"dma_map_phys"}}, "do not apply to --hook fentry"},
 	} {
 		_, err := Start(tc.opts)
 		if !errors.Is(err, ErrBadOptions) {
