@@ -56,6 +56,9 @@ type Kernel struct {
 	Suite   string // Debian suite it came from; empty for a local image
 	Vmlinuz string
 	Vmlinux string // uncompressed ELF with BTF; empty if it could not be extracted
+	// sourceOverride is the linux-source series its sched_ext examples
+	// are built from when its own series has no source package.
+	sourceOverride string
 }
 
 // ErrKernelNotFound is returned when a local kernel path does not exist.

@@ -132,6 +132,15 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 			return nil, err
 		}
 		deb, err := a.download(ctx, srcPkg)
+		if err != nil && (suite != fallbackSourceSuite || series != fallbackSourceSeries) {
+			// Not every kernel's series has its source in the suite
+			// (trixie-backports has 6.17's image but no
+			// linux-source-6.17). Newer examples need newer kernel
+			// types (7.3's use struct scx_cmask), so the fallback is
+			// the oldest sched_ext source Debian keeps, trixie's 6.12.
+			fmt.Fprintf(log, "hotlane vm: %s is not in %s (%v); building the examples from linux-source-%s instead\n", srcPkg, suite, err, fallbackSourceSeries)
+			return BuildScx(ctx, cacheDir, &Kernel{Name: k.Name, Vmlinux: k.Vmlinux, Vmlinuz: k.Vmlinuz, Suite: fallbackSourceSuite, sourceOverride: fallbackSourceSeries}, names, log)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -268,12 +277,23 @@ func scxCached(cacheDir, spec string, names []string) bool {
 	return false
 }
 
+// The pinned VM kernel's linux-source, the default for local images, and
+// the one the sched_ext examples are built from when a kernel's own
+// series has no source package.
+const (
+	pinnedSourceSuite, pinnedSourceSeries     = "trixie-backports", "7.3"
+	fallbackSourceSuite, fallbackSourceSeries = "trixie", "6.12"
+)
+
 var seriesRE = regexp.MustCompile(`-(\d+\.\d+)\.\d+(\+deb|-\d)`)
 
 // sourceFor picks the suite and kernel series (e.g. "7.3") whose
 // linux-source matches the kernel; a local image gets the pinned one.
 func sourceFor(k *Kernel) (suite, series string) {
-	suite, series = "trixie-backports", "7.3"
+	suite, series = pinnedSourceSuite, pinnedSourceSeries
+	if k.sourceOverride != "" {
+		return k.Suite, k.sourceOverride
+	}
 	if m := seriesRE.FindStringSubmatch(k.Name); m != nil {
 		series = m[1]
 		if k.Suite != "" {
