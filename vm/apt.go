@@ -214,6 +214,24 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
+// fetchDeb downloads package pkg from suite through the private apt state
+// (updating its package list first) and returns the .deb's path; why, if
+// set, says what it is for in the progress line.
+func fetchDeb(ctx context.Context, cacheDir, suite, pkg, why string, log io.Writer) (string, error) {
+	a, err := newApt(ctx, cacheDir, suite)
+	if err != nil {
+		return "", err
+	}
+	if why != "" {
+		why = " for " + why
+	}
+	fmt.Fprintf(log, "hotlane: fetching %s from %s%s (private apt state in %s)\n", pkg, suite, why, a.dir)
+	if err := a.update(ctx); err != nil {
+		return "", err
+	}
+	return a.download(ctx, pkg)
+}
+
 // FetchProgram downloads package pkg from suite through the private apt
 // state, unpacks it into the cache once per version, and returns the path
 // of the program at path inside it (e.g. "/usr/bin/prometheus"). Tests use
@@ -227,15 +245,7 @@ func FetchProgram(ctx context.Context, cacheDir, suite, pkg, path string, log io
 		sort.Strings(cached)
 		return cached[len(cached)-1], nil
 	}
-	a, err := newApt(ctx, cacheDir, suite)
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(log, "hotlane: fetching %s from %s (private apt state in %s)\n", pkg, suite, a.dir)
-	if err := a.update(ctx); err != nil {
-		return "", err
-	}
-	deb, err := a.download(ctx, pkg)
+	deb, err := fetchDeb(ctx, cacheDir, suite, pkg, "", log)
 	if err != nil {
 		return "", err
 	}

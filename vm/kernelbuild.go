@@ -94,16 +94,7 @@ func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Wri
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("building %s needs %s: run scripts/deps.sh --kernel-build (as root), or apt-get install %s", srcPkg, strings.Join(missing, ", "), strings.Join(missing, " "))
 	}
-	a, err := newApt(ctx, cacheDir, suite)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(log, "hotlane vm: updating the package list of %s (private apt state in %s)\n", suite, a.dir)
-	if err := a.update(ctx); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(log, "hotlane vm: downloading %s from %s\n", srcPkg, suite)
-	deb, err := a.download(ctx, srcPkg)
+	deb, err := fetchDeb(ctx, cacheDir, suite, srcPkg, "a kernel build", log)
 	if err != nil {
 		return nil, err
 	}
@@ -182,8 +173,10 @@ func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Wri
 		return nil, err
 	}
 	defer os.RemoveAll(stage)
+	// Moved, not copied: vmlinux with DWARF is hundreds of MB, and the
+	// objects go once the kernel is cached.
 	for _, f := range [][2]string{{"arch/x86/boot/bzImage", "vmlinuz"}, {"vmlinux", "vmlinux"}, {".config", "config"}} {
-		if err := copyFile(filepath.Join(build, f[0]), filepath.Join(stage, f[1])); err != nil {
+		if err := os.Rename(filepath.Join(build, f[0]), filepath.Join(stage, f[1])); err != nil {
 			return nil, err
 		}
 	}
@@ -237,12 +230,4 @@ func checkKernelConfig(path string, want []string) error {
 		return fmt.Errorf("the configuration lacks %s after olddefconfig (a dependency is missing: for BTF, pahole from dwarves)", strings.Join(lacking, ", "))
 	}
 	return nil
-}
-
-func copyFile(from, to string) error {
-	data, err := os.ReadFile(from)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(to, data, 0o644)
 }

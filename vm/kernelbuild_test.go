@@ -2,6 +2,8 @@ package vm
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,5 +92,22 @@ func TestFollowBuild(t *testing.T) {
 	}
 	if len(tail) != 15 || tail[len(tail)-1] != "make: *** [Makefile:1] Error 2" {
 		t.Errorf("tail = %q, want the last 15 lines", tail)
+	}
+}
+
+// A kernel whose examples were built from the fallback source gets that
+// build back from the cache, without asking apt for its own source again.
+func TestBuildScxReusesTheFallbackBuild(t *testing.T) {
+	cache := t.TempDir()
+	k := &Kernel{Name: "linux-image-6.17.13+deb13-cloud-amd64", Suite: "trixie-backports", Vmlinux: "/nonexistent/vmlinux"}
+	dir := scxOutDir(cache, withFallbackSource(k))
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "scx_simple"), nil, 0o755)
+	bins, err := BuildScx(context.Background(), cache, k, []string{"scx_simple"}, io.Discard)
+	if err != nil || bins["scx_simple"] != filepath.Join(dir, "scx_simple") {
+		t.Errorf("BuildScx = %v, %v; want the fallback build in %s", bins, err, dir)
+	}
+	if !strings.Contains(dir, "linux-source-6.12--") {
+		t.Errorf("fallback build cached in %s, want it named after linux-source-6.12", dir)
 	}
 }

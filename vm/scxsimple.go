@@ -107,6 +107,13 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 	if len(missing) == 0 {
 		return bins, nil
 	}
+	// Built before from the fallback source (its own series has none):
+	// use that build without asking apt again.
+	if k.sourceOverride == "" {
+		if fb, ok := cachedScx(scxOutDir(cacheDir, withFallbackSource(k)), names); ok {
+			return fb, nil
+		}
+	}
 	// Build what was asked for, and the always-built ones not yet cached.
 	for _, n := range scxAlwaysBuilt {
 		if _, err := os.Stat(filepath.Join(outDir, n)); err != nil && !slices.Contains(missing, n) {
@@ -123,15 +130,7 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 	srcDir := filepath.Join(cacheDir, "src", srcPkg)
 	tree := filepath.Join(srcDir, "linux-source-"+series)
 	if _, err := os.Stat(filepath.Join(tree, "tools/sched_ext/Makefile")); err != nil {
-		a, err := newApt(ctx, cacheDir, suite)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(log, "hotlane vm: fetching %s from %s for %s\n", srcPkg, suite, what)
-		if err := a.update(ctx); err != nil {
-			return nil, err
-		}
-		deb, err := a.download(ctx, srcPkg)
+		deb, err := fetchDeb(ctx, cacheDir, suite, srcPkg, what, log)
 		if err != nil && (suite != fallbackSourceSuite || series != fallbackSourceSeries) {
 			// Not every kernel's series has its source in the suite
 			// (trixie-backports has 6.17's image but no
@@ -139,7 +138,7 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 			// types (7.3's use struct scx_cmask), so the fallback is
 			// the oldest sched_ext source Debian keeps, trixie's 6.12.
 			fmt.Fprintf(log, "hotlane vm: %s is not in %s (%v); building the examples from linux-source-%s instead\n", srcPkg, suite, err, fallbackSourceSeries)
-			return BuildScx(ctx, cacheDir, &Kernel{Name: k.Name, Vmlinux: k.Vmlinux, Vmlinuz: k.Vmlinuz, Suite: fallbackSourceSuite, sourceOverride: fallbackSourceSeries}, names, log)
+			return BuildScx(ctx, cacheDir, withFallbackSource(k), names, log)
 		}
 		if err != nil {
 			return nil, err
@@ -195,6 +194,25 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		}
 	}
 	return bins, nil
+}
+
+// withFallbackSource is k with its examples built from the fallback source.
+func withFallbackSource(k *Kernel) *Kernel {
+	fb := *k
+	fb.Suite, fb.sourceOverride = fallbackSourceSuite, fallbackSourceSeries
+	return &fb
+}
+
+// cachedScx returns the paths of the named examples in dir if all are there.
+func cachedScx(dir string, names []string) (map[string]string, bool) {
+	bins := map[string]string{}
+	for _, n := range names {
+		bins[n] = filepath.Join(dir, n)
+		if _, err := os.Stat(bins[n]); err != nil {
+			return nil, false
+		}
+	}
+	return bins, true
 }
 
 // scxOutDir is where the example schedulers built for k are cached.
