@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 	"github.com/hotlane/hotlane/version"
 )
@@ -115,15 +116,9 @@ type TracerCollector struct {
 	mu       sync.Mutex
 	snapshot func() (*verify.Snapshot, error)
 	last     *verify.Snapshot
-	cost     func() ([]costSample, error)
+	cost     func() ([]report.ProgramCost, error)
 
 	latency, events, lost, runs, runTime, elapsed *prometheus.Desc
-}
-
-type costSample struct {
-	program string
-	runs    uint64
-	total   time.Duration
 }
 
 // NewTracerCollector returns a collector with nothing to export yet.
@@ -145,15 +140,7 @@ func NewTracerCollector() *TracerCollector {
 func (c *TracerCollector) Attach(t *verify.Tracer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snapshot = t.Snapshot
-	c.cost = func() ([]costSample, error) {
-		pc, err := t.Cost()
-		out := make([]costSample, len(pc))
-		for i, p := range pc {
-			out[i] = costSample{p.Program, p.Runs, p.Total}
-		}
-		return out, err
-	}
+	c.snapshot, c.cost = t.Snapshot, t.Cost
 }
 
 // Detach makes the collector keep exporting s, the tracer's last
@@ -219,7 +206,7 @@ func (c *TracerCollector) Collect(ch chan<- prometheus.Metric) {
 		return // statistics off: the report says so; nothing to export
 	}
 	for _, p := range costs {
-		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.CounterValue, float64(p.runs), p.program)
-		ch <- prometheus.MustNewConstMetric(c.runTime, prometheus.CounterValue, p.total.Seconds(), p.program)
+		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.CounterValue, float64(p.Runs), p.Program)
+		ch <- prometheus.MustNewConstMetric(c.runTime, prometheus.CounterValue, p.Total.Seconds(), p.Program)
 	}
 }
