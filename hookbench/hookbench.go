@@ -192,7 +192,7 @@ func (h HookCost) Added() time.Duration { return h.With - h.Without }
 
 // Report is the bench's result.
 type Report struct {
-	Kernel   string        `json:"kernel"`
+	report.Header
 	Calls    int           `json:"calls_per_round"`
 	Rounds   int           `json:"rounds"`
 	Hooks    []HookCost    `json:"hooks"`
@@ -207,11 +207,8 @@ type Report struct {
 // (ctx ended, the object did not parse, a map could not be read).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
-	var uts unix.Utsname
-	if err := unix.Uname(&uts); err != nil {
-		return nil, fmt.Errorf("uname: %w", err)
-	}
-	rep := &Report{Kernel: unix.ByteSliceToString(uts.Release[:]), Calls: cfg.Calls, Rounds: cfg.Rounds}
+	started := time.Now()
+	rep := &Report{Header: report.NewHeader("bench hooks", started), Calls: cfg.Calls, Rounds: cfg.Rounds}
 	spec, err := bpf.LoadHookbench()
 	if err != nil {
 		return nil, fmt.Errorf("hook bench object: %w", err)
@@ -237,6 +234,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Hooks = append(rep.Hooks, h)
 	}
+	rep.Finish(time.Since(started), nil)
 	return rep, nil
 }
 

@@ -45,7 +45,7 @@ func TestParseKinds(t *testing.T) {
 }
 
 func TestWriteText(t *testing.T) {
-	rep := &hookbench.Report{Kernel: "6.18.0", Calls: 1000, Rounds: 3, Hooks: []hookbench.HookCost{
+	rep := &hookbench.Report{Header: report.Header{Kernel: "6.18.0"}, Calls: 1000, Rounds: 3, Hooks: []hookbench.HookCost{
 		{Kind: hookbench.TpBTF, Event: "raw_syscalls:sys_enter", Driven: 3000, Counted: 3000,
 			Without: 100 * time.Nanosecond, With: 140 * time.Nanosecond, Noise: 5 * time.Nanosecond,
 			Stats:   report.ProgramCost{Runs: 1000, Total: 20 * time.Microsecond},

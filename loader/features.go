@@ -116,6 +116,7 @@ type SchedExtInfo struct {
 // Features is the result of Probe: the kernel, the process's privileges
 // and one Feature per name in FeatureNames.
 type Features struct {
+	report.Header
 	KernelRelease string       `json:"kernel_release"`
 	Machine       string       `json:"machine"`
 	Euid          int          `json:"euid"`

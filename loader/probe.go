@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/report"
 )
 
 // adviceVM is the way out whenever this kernel cannot run sched_ext.
@@ -37,7 +40,9 @@ func Probe(ctx context.Context, opts ProbeOptions) (*Features, error) {
 	if err := unix.Uname(&uts); err != nil {
 		return nil, fmt.Errorf("uname: %w", err)
 	}
+	started := time.Now()
 	f := &Features{
+		Header:        report.NewHeader("doctor", started),
 		KernelRelease: unix.ByteSliceToString(uts.Release[:]),
 		Machine:       unix.ByteSliceToString(uts.Machine[:]),
 		Euid:          os.Geteuid(),
@@ -74,6 +79,7 @@ func Probe(ctx context.Context, opts ProbeOptions) (*Features, error) {
 		}
 		f.Checks = append(f.Checks, hook(env))
 	}
+	f.Finish(time.Since(started), nil)
 	return f, nil
 }
 

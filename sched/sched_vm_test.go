@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/sched"
 	"github.com/hotlane/hotlane/verify"
 	"github.com/hotlane/hotlane/vm"
@@ -201,6 +202,9 @@ func TestGuestRunStopsOnSignals(t *testing.T) {
 			var st sched.Stats
 			if err := json.Unmarshal([]byte(line), &st); err != nil || len(st.Classes) != 2 || st.Classes[1].Class != "normal" {
 				t.Errorf("%v: stats JSON line %q: %+v, %v", sig, line, st, err)
+			}
+			if err := report.CheckHeader([]byte(line), "run"); err != nil {
+				t.Errorf("%v: stats JSON line %q: %v", sig, line, err)
 			}
 		}
 	}

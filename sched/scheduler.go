@@ -104,6 +104,7 @@ type Scheduler struct {
 	stats     io.Closer // BPF run-time statistics, with Config.MeasureCost
 	classes   []string
 	exitKinds map[int64]string
+	header    report.Header // of every Stats, from when it was enabled
 	// Object names the kfunc generation that was loaded (612, 613, 700).
 	Object string
 }
@@ -194,6 +195,7 @@ func Load(cfg Config) (*Scheduler, error) {
 		stats:     stats,
 		classes:   cfg.Table.Names,
 		exitKinds: exitKindNames(kernel),
+		header:    report.NewHeader("run", time.Now()),
 		Object:    obj.name,
 	}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
 )
 
 // statsRecord mirrors struct hl_stats in sched.bpf.c.
@@ -35,6 +36,9 @@ type ClassStats struct {
 // Stats are the scheduler's counters, summed over CPUs: totals since load,
 // or the change over an interval (see Sub).
 type Stats struct {
+	// Header: started_at is when the scheduler was enabled, elapsed_ns
+	// the time since then; a JSON line's counts are the interval's.
+	report.Header
 	Time         time.Time    `json:"time"`
 	Classes      []ClassStats `json:"classes"`
 	PreemptKicks uint64       `json:"preempt_kicks"`
@@ -80,7 +84,10 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.FairResumed += r.FairResumed
 		sum.CPUReleased += r.CPUReleased
 	}
-	st := sum.stats(s.classes, time.Now())
+	now := time.Now()
+	st := sum.stats(s.classes, now)
+	st.Header = s.header
+	st.Elapsed = now.Sub(s.header.StartedAt)
 	if err := s.coll.Variables["hl_classify_storage_failures"].Get(&st.ClassifyUncached); err != nil {
 		return Stats{}, fmt.Errorf("read classifier failures: %w", err)
 	}

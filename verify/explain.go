@@ -29,10 +29,15 @@ const (
 var segKinds = [...]string{KindIdle, KindFair, KindSchedExt, KindRTDL, KindTask}
 
 // Explanation says where a violation's wait went: what the CPU that ended
-// it did from the wake-up (or preemption) to the switch-in. The parts add
-// up to the wait, but for the irq time of the oldest task's run, which is
-// shared out in proportion to its overlap with the wait.
+// it did from the wake-up (or preemption), or from the timer's expiry if
+// that came first, to the switch-in. The parts add up to that Window, but
+// for the irq time of the oldest task's run, which is shared out in
+// proportion to its overlap with the window.
 type Explanation struct {
+	// Window is the time explained: the wait, or the felt wait up to the
+	// switch-in when a timer woke the task late (the delivery is then in
+	// the parts too).
+	Window time.Duration `json:"window_ns"`
 	// Parts is the wait split by kind, largest first; zero parts are left
 	// out.
 	Parts Parts `json:"parts"`
@@ -219,7 +224,11 @@ type CauseSummary struct {
 	// theirs, largest first.
 	Explained uint64        `json:"explained"`
 	Wait      time.Duration `json:"wait_ns"`
-	Parts     Parts         `json:"parts"`
+	// Window adds up the explained windows (Explanation.Window): the
+	// parts' shares are of it, not of Wait, which leaves out the timers'
+	// delivery.
+	Window time.Duration `json:"window_ns"`
+	Parts  Parts         `json:"parts"`
 	// ByCause counts violations by their largest part.
 	ByCause map[string]uint64 `json:"by_cause"`
 	// Tasks are the tasks named most, by the time they ran in these
@@ -266,6 +275,7 @@ func (c *CauseSummaries) Add(v Violation) {
 	}
 	a.s.Explained++
 	a.s.Wait += v.Latency
+	a.s.Window += max(e.Window, v.Latency)
 	a.s.ByCause[e.Cause]++
 	for _, p := range e.Parts {
 		a.parts[p.Kind] += p.Time
@@ -333,9 +343,14 @@ func writeCauses(w io.Writer, sums []CauseSummary) {
 		if s.Explained == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%s: %d violations, %s waited in all:", s.Class, s.Violations, report.Duration(s.Wait))
+		fmt.Fprintf(w, "%s: %d violations, %s waited in all", s.Class, s.Violations, report.Duration(s.Wait))
+		window := max(s.Window, s.Wait)
+		if window > s.Wait {
+			fmt.Fprintf(w, ", %s from their timers' expiry", report.Duration(window))
+		}
+		fmt.Fprint(w, ":")
 		for _, p := range s.Parts {
-			if share := 100 * float64(p.Time) / float64(s.Wait); share >= 0.5 {
+			if share := 100 * float64(p.Time) / float64(window); share >= 0.5 {
 				fmt.Fprintf(w, " %s %.0f%%", p.Kind, share)
 			} else {
 				fmt.Fprintf(w, " %s <1%%", p.Kind)
@@ -354,7 +369,7 @@ func writeCauses(w io.Writer, sums []CauseSummary) {
 			fmt.Fprintf(w, "  %d migrated to the CPU that ran them\n", s.Migrated)
 		}
 		if s.ExtCallbacks > 0 {
-			fmt.Fprintf(w, "  of that, in sched_ext callbacks: %s (%.1f%%)\n", report.Duration(s.ExtCallbacks), 100*float64(s.ExtCallbacks)/float64(s.Wait))
+			fmt.Fprintf(w, "  of that, in sched_ext callbacks: %s (%.1f%%)\n", report.Duration(s.ExtCallbacks), 100*float64(s.ExtCallbacks)/float64(window))
 		}
 		if s.SchedExtExited > 0 {
 			fmt.Fprintf(w, "  %d spanned sched_ext exiting\n", s.SchedExtExited)

@@ -927,13 +927,19 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 		if int(v.ClassID) < len(t.classes) {
 			class = t.classes[v.ClassID]
 		}
+		why := v.Why.explanation(t.classes)
+		if why != nil {
+			// The span runqlat.bpf.c explained: back from the switch-in by
+			// the wait or the felt wait before it, whichever is longer.
+			why.Window = max(time.Duration(v.LatencyNs), time.Duration(v.FeltNs)-time.Duration(v.ResumeNs))
+		}
 		fn(Violation{
 			At: time.Duration(v.AtNs), Latency: time.Duration(v.LatencyNs),
 			PID: v.PID, TGID: v.TGID, Comm: cString(v.Comm[:]), Class: class, CPU: v.CPU,
 			PrevPID: v.PrevPID, PrevComm: cString(v.PrevComm[:]),
 			Caused: v.Caused != 0, Felt: time.Duration(v.FeltNs), TimerDelivery: time.Duration(v.DeliveryNs),
 			Resume: time.Duration(v.ResumeNs),
-			Why:    v.Why.explanation(t.classes),
+			Why:    why,
 		})
 	}
 }

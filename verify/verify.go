@@ -42,6 +42,7 @@ type ClassVerdicts struct {
 
 // Result is what a verification run found.
 type Result struct {
+	report.Header
 	Snapshot   *Snapshot       `json:"snapshot"`
 	Bounds     []ClassVerdicts `json:"bounds"`
 	Pass       bool            `json:"pass"`
@@ -107,6 +108,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer t.Close()
+	started := time.Now()
 	if opts.Attached != nil {
 		opts.Attached(t)
 	}
@@ -180,7 +182,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Detached != nil {
 		opts.Detached(snap)
 	}
-	res := &Result{Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
+	res := &Result{Header: report.NewHeader("verify", started), Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
+	res.Finish(snap.Elapsed, snap.Counters.losses())
 	if opts.Tracer.Explain {
 		res.Causes = causes.Summaries()
 		res.CallbacksTimed, res.CallbacksNote = t.CallbacksTimed, t.CallbacksNote

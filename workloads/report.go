@@ -97,6 +97,7 @@ type RunSummary struct {
 // were skipped, the baseline the ratios are taken against, and hotlane's
 // bound verdict.
 type Report struct {
+	report.Header
 	Runs     []Run     `json:"runs"`
 	Skipped  []Skipped `json:"skipped,omitempty"`
 	Baseline string    `json:"baseline"`
@@ -116,15 +117,19 @@ const (
 	AgreeGap    = time.Millisecond
 )
 
-// NewReport summarizes the runs and checks the bounds against hotlane's
-// tracer histograms.
-func NewReport(runs []Run, skipped []Skipped, baseline string, bounds []verify.Bound) *Report {
-	r := &Report{Runs: runs, Skipped: skipped, Baseline: baseline, Pass: true, Complete: len(skipped) == 0}
+// NewReport summarizes the runs of a bench begun at started and checks
+// the bounds against hotlane's tracer histograms.
+func NewReport(started time.Time, runs []Run, skipped []Skipped, baseline string, bounds []verify.Bound) *Report {
+	r := &Report{Header: report.NewHeader("bench", started),
+		Runs: runs, Skipped: skipped, Baseline: baseline, Pass: true, Complete: len(skipped) == 0}
+	losses := report.Losses{}
 	for _, run := range runs {
 		if run.Failure != "" {
 			r.Complete = false
 		}
+		losses = append(losses, report.Loss{What: "tracer events under " + run.Scheduler, Count: run.TracerLosses})
 	}
+	r.Finish(time.Since(started), losses)
 	r.Pass = r.Complete
 	base := r.run(baseline)
 	for i := range r.Runs {

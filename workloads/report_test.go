@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 )
 
@@ -63,7 +64,7 @@ func TestReportRatiosAndVerdict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := NewReport(testRuns(), nil, ScxSimple, bounds)
+	rep := NewReport(testStart, testRuns(), nil, ScxSimple, bounds)
 	var b strings.Builder
 	if err := rep.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -92,13 +93,23 @@ func TestReportRatiosAndVerdict(t *testing.T) {
 	if !rep.Pass || !strings.Contains(out, "verdict: PASS") || !strings.Contains(out, "the tasks' views show every ordering") {
 		t.Errorf("4ms p99 against a 5ms bound did not pass, or the views disagree:\n%s", out)
 	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.CheckHeader(js.Bytes(), "bench"); err != nil {
+		t.Errorf("report.json: %v", err)
+	}
+	if len(rep.Losses) != len(rep.Runs) {
+		t.Errorf("losses %+v: want one per variant", rep.Losses)
+	}
 
 	failing, _ := verify.ParseBounds("inference:p99<=1ms", "inference")
-	if rep := NewReport(testRuns(), nil, ScxSimple, failing); rep.Pass {
+	if rep := NewReport(testStart, testRuns(), nil, ScxSimple, failing); rep.Pass {
 		t.Error("4ms p99 passed a 1ms bound")
 	}
 	runs := append(testRuns(), Run{Scheduler: EEVDF, Failure: "did not start"})
-	rep = NewReport(runs, []Skipped{{Name: ScxQmap, Reason: "no sched_ext"}}, ScxSimple, bounds)
+	rep = NewReport(testStart, runs, []Skipped{{Name: ScxQmap, Reason: "no sched_ext"}}, ScxSimple, bounds)
 	b.Reset()
 	rep.WriteText(&b)
 	for _, want := range []string{"eevdf FAILED: did not start", "scx_qmap SKIPPED: no sched_ext", "verdict: INCOMPLETE"} {
@@ -107,7 +118,7 @@ func TestReportRatiosAndVerdict(t *testing.T) {
 		}
 	}
 	// Skipped alone makes it incomplete too.
-	if rep := NewReport(testRuns(), []Skipped{{Name: ScxQmap, Reason: "x"}}, ScxSimple, nil); rep.Complete || rep.Pass {
+	if rep := NewReport(testStart, testRuns(), []Skipped{{Name: ScxQmap, Reason: "x"}}, ScxSimple, nil); rep.Complete || rep.Pass {
 		t.Error("a skipped variant left the report complete")
 	}
 }
@@ -153,7 +164,7 @@ func TestViewsAgree(t *testing.T) {
 }
 
 func TestReportJSONRoundTrip(t *testing.T) {
-	rep := NewReport(testRuns(), []Skipped{{Name: ScxQmap, Reason: "x"}}, ScxSimple, nil)
+	rep := NewReport(testStart, testRuns(), []Skipped{{Name: ScxQmap, Reason: "x"}}, ScxSimple, nil)
 	var buf bytes.Buffer
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
@@ -195,7 +206,7 @@ func svgElements(t *testing.T, svg []byte) map[string]int {
 }
 
 func TestTailPlots(t *testing.T) {
-	rep := NewReport(testRuns(), nil, ScxSimple, nil)
+	rep := NewReport(testStart, testRuns(), nil, ScxSimple, nil)
 	for _, view := range Views {
 		var buf bytes.Buffer
 		if err := rep.WriteTail(&buf, view); err != nil {
@@ -235,7 +246,7 @@ func TestQuantilePointsReachTheTail(t *testing.T) {
 
 func TestCostPlot(t *testing.T) {
 	var buf bytes.Buffer
-	rep := NewReport(testRuns(), nil, ScxSimple, nil)
+	rep := NewReport(testStart, testRuns(), nil, ScxSimple, nil)
 	if err := rep.WriteCost(&buf); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +257,10 @@ func TestCostPlot(t *testing.T) {
 	if !strings.Contains(buf.String(), "cyclictest view") {
 		t.Error("the cost plot does not use the outside view when there is one")
 	}
-	if err := NewReport(nil, nil, EEVDF, nil).WriteCost(&buf); !errors.Is(err, ErrNoSamples) {
+	if err := NewReport(testStart, nil, nil, EEVDF, nil).WriteCost(&buf); !errors.Is(err, ErrNoSamples) {
 		t.Errorf("empty cost plot: %v", err)
 	}
 }
+
+// testStart is when the tests' benches began.
+var testStart = time.Now().Add(-time.Minute)

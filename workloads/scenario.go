@@ -76,11 +76,12 @@ func RunCyclictestScenario(ctx context.Context, cfg ScenarioConfig) (map[string]
 		Warmup: cfg.Warmup, Duration: cfg.Duration, Repeats: cfg.Repeats,
 		EnableTimeout: cfg.EnableTimeout, Progress: cfg.Progress,
 	}
+	started := time.Now()
 	runs, err := b.Run(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	rep := NewReport(runs, skipped, EEVDF, nil)
+	rep := NewReport(started, runs, skipped, EEVDF, nil)
 	return CyclictestLatencies(rep.Runs), rep, nil
 }
 

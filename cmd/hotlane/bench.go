@@ -31,7 +31,7 @@ func runBench(ctx context.Context, args []string) int {
 	var external listFlag
 	fs.Var(&external, "scheduler", "a sched_ext scheduler program to compare, as NAME=COMMAND (repeatable); the bench starts it, waits for sched_ext to be enabled and stops it with SIGINT, then SIGKILL")
 	baseline := fs.String("baseline", workloads.EEVDF, "variant the ratios are relative to")
-	duration := fs.Duration("duration", 20*time.Second, "measured time per variant and repeat")
+	duration := durationFlag(fs, "duration", 20*time.Second, 100*time.Millisecond, 0, "measured time per variant and repeat")
 	warmup := durationFlag(fs, "warmup", 2*time.Second, 0, 0, "unmeasured time after each variant starts")
 	repeats := intFlag(fs, "repeats", 3, 1, 100, "rounds over the list, alternating the order")
 	fifoPrio := intFlag(fs, "fifo-priority", workloads.DefaultFIFOPriority, 1, 99, "SCHED_FIFO priority of the lane under eevdf+fifo")
@@ -104,9 +104,6 @@ Flags:
 	// before anything is created, started or loaded.
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	}
-	if *duration <= 0 {
-		return fail(fmt.Errorf("--duration %s must be positive", *duration))
 	}
 	opts := workloads.VariantOptions{ScxSimplePath: *scxSimple, ScxQmapPath: *scxQmap, FIFOPriority: *fifoPrio}
 	for _, spec := range external {
@@ -220,7 +217,7 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	rep := workloads.NewReport(runs, skipped, *baseline, bounds)
+	rep := workloads.NewReport(started, runs, skipped, *baseline, bounds)
 	if err := rep.WriteText(os.Stdout); err != nil {
 		return fail(err)
 	}

@@ -12,7 +12,7 @@ import (
 // cliCommands are the command lines whose help docs/cli.md holds.
 var cliCommands = [][]string{
 	{"doctor"}, {"run"}, {"verify"}, {"probe", "ioctl"}, {"probe", "dma"}, {"probe", "xdp"},
-	{"workload"}, {"bench"}, {"bench", "hooks"}, {"vm"},
+	{"workload"}, {"bench"}, {"bench", "hooks"}, {"vm"}, {"completion"},
 }
 
 const cliReference = "../../docs/cli.md"
@@ -52,11 +52,17 @@ func TestREADMEFlagsAreAccepted(t *testing.T) {
 	}
 	bin := hotlaneBinary(t)
 	accepted := map[string][]string{}
-	flagLine := regexp.MustCompile(`(?m)^  --?([a-z0-9-]+)`)
+	// "  --name", "  -q", or "  -d, --duration": a one-letter spelling
+	// listed with its long flag.
+	flagLine := regexp.MustCompile(`(?m)^  (?:-([a-zA-Z]), )?--?([a-z0-9-]+)`)
 	for _, cmd := range cliCommands {
 		stdout, _, _ := runCLI(t, bin, append(cmd, "-h")...)
+		name := strings.Join(cmd, " ")
 		for _, m := range flagLine.FindAllStringSubmatch(stdout, -1) {
-			accepted[strings.Join(cmd, " ")] = append(accepted[strings.Join(cmd, " ")], m[1])
+			accepted[name] = append(accepted[name], m[2])
+			if m[1] != "" {
+				accepted[name] = append(accepted[name], m[1])
+			}
 		}
 	}
 	// A command line in the README: "hotlane CMD [SUB] ..." up to the end

@@ -117,13 +117,26 @@ func (l *tidList) Set(s string) error {
 // each with its usage and, when it has one, its default.
 func printFlags(fs *flag.FlagSet) {
 	w := fs.Output()
+	shortOf := map[string]string{} // long name: its one-letter spelling
+	isShort := map[string]bool{}
+	for _, s := range shortFlags() {
+		if short, long := fs.Lookup(s[0]), fs.Lookup(s[1]); short != nil && long != nil && short.Value == long.Value {
+			shortOf[s[1]], isShort[s[0]] = s[0], true
+		}
+	}
 	fs.VisitAll(func(f *flag.Flag) {
+		if isShort[f.Name] {
+			return // listed with its long spelling
+		}
 		name, usage := flag.UnquoteUsage(f)
 		dash := "--"
 		if len(f.Name) == 1 {
 			dash = "-"
 		}
 		line := "  " + dash + f.Name
+		if s, ok := shortOf[f.Name]; ok {
+			line = "  -" + s + ", --" + f.Name
+		}
 		if name != "" {
 			line += " " + name
 		}
@@ -160,4 +173,21 @@ func quoteDefault(f *flag.Flag) string {
 		return v
 	}
 	return strconv.Quote(v)
+}
+
+// shortFlags are the one-letter spellings hotlane accepts, as {short,
+// long}: each stands for the same long flag, with the same meaning, on
+// every command that has that flag (bcc's tools spell them so too).
+func shortFlags() [][2]string {
+	return [][2]string{{"p", "pid"}, {"d", "duration"}}
+}
+
+// addShortFlags gives fs the one-letter spelling of each of its long flags
+// that has one.
+func addShortFlags(fs *flag.FlagSet) {
+	for _, s := range shortFlags() {
+		if long := fs.Lookup(s[1]); long != nil && fs.Lookup(s[0]) == nil {
+			fs.Var(long.Value, s[0], "short for --"+s[1])
+		}
+	}
 }

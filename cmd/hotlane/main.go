@@ -41,6 +41,7 @@ func commands() []command {
 		{"verify", "measure run-queue latency per class and check a bound", runVerify},
 		{"bench", "compare schedulers on the same workload (inside the VM); 'bench hooks': BPF hook costs", runBench},
 		{"vm", "boot a sched_ext kernel under qemu and run a hotlane command inside it", runVM},
+		{"completion", "print a shell completion script (bash)", runCompletion},
 	}
 }
 
@@ -48,6 +49,7 @@ func commands() []command {
 // returns code at once: -h printed the help (0), or a flag was wrong (2),
 // which is said in one line rather than the whole usage.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
+	addShortFlags(fs)
 	usage := fs.Usage
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
@@ -66,13 +68,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
 	return 0, false
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "hotlane: a sched_ext scheduler with a high-priority lane for latency-critical tasks\n\n")
-	fmt.Fprintf(os.Stderr, "Usage: hotlane COMMAND [flags]\n\nCommands:\n")
+// usage lists the commands: on standard output when asked for, on
+// standard error when the command line was wrong.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "hotlane: a sched_ext scheduler with a high-priority lane for latency-critical tasks\n\n")
+	fmt.Fprintf(w, "Usage: hotlane COMMAND [flags]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(os.Stderr, "\nRun 'hotlane COMMAND -h' for the flags of one command, 'hotlane --version' for the build.\n")
+	fmt.Fprintf(w, "\nRun 'hotlane COMMAND -h' for the flags of one command, 'hotlane --version' for the build.\n")
 }
 
 func main() {
@@ -87,12 +91,12 @@ func main() {
 
 func dispatch(args []string) int {
 	if len(args) == 0 {
-		usage()
+		usage(os.Stderr)
 		return exitError
 	}
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {
-		usage()
+		usage(os.Stdout)
 		return exitOK
 	}
 	if name == "--version" || name == "version" {

@@ -9,12 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/hotlane/hotlane/report"
 )
 
 // hotlaneBinary builds the CLI as users run it.
@@ -168,7 +171,11 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"run", "--policy", writePolicy(t, `{"classes": [`+catchAll+`]}`), "--inference-comm", "x"}, "--inference-comm applies to the built-in policy"},
 		{[]string{"verify", "--bound", "inference:p99<=abc"}, `"abc" is not a duration`},
 		{[]string{"verify", "--bound", "batch:p99<=1ms"}, `unknown class "batch"`},
-		{[]string{"verify", "--duration", "0s"}, "--duration 0s must be positive"},
+		{[]string{"verify", "--duration", "-1s"}, "below the minimum 0s"},
+		{[]string{"bench", "--duration", "0s"}, "below the minimum 100ms"},
+		// The one-letter spellings parse as their long flags do.
+		{[]string{"verify", "-d", "-1s"}, "below the minimum 0s"},
+		{[]string{"probe", "ioctl", "-p", "999999999"}, "out of range 0..4194304"},
 		{[]string{"verify", "--pid", "4000000"}, "no such process"},
 		// Values out of range fail while parsing, before anything runs.
 		{[]string{"verify", "--pid", "999999999"}, "out of range 0..4194304"},
@@ -360,8 +367,9 @@ func TestWrongFlagsGiveOneLine(t *testing.T) {
 		}
 	}
 	// -h still prints the whole usage, and succeeds.
-	if stdout, _, code := runCLI(t, bin, "verify", "-h"); code != exitOK || !strings.Contains(stdout, "Usage: hotlane verify") || !strings.Contains(stdout, "\n  --bound string\n") {
-		t.Errorf("verify -h: exit %d, %q; want the usage on standard output, flags written --name", code, stdout)
+	if stdout, _, code := runCLI(t, bin, "verify", "-h"); code != exitOK || !strings.Contains(stdout, "Usage: hotlane verify") || !strings.Contains(stdout, "\n  --bound string\n") ||
+		!strings.Contains(stdout, "\n  -d, --duration duration\n") || strings.Contains(stdout, "\n  -d duration") {
+		t.Errorf("verify -h: exit %d, %q; want the usage on standard output, flags written --name, -d listed once with --duration", code, stdout)
 	}
 }
 
@@ -647,10 +655,10 @@ func TestDaemonSetExample(t *testing.T) {
 			args[i] = policyFile
 		}
 	}
-	// A duration verify refuses after parsing shows that every other
-	// flag parsed.
-	_, stderr, code := runCLI(t, bin, append(args, "--duration", "0s")...)
-	if code != exitError || !strings.Contains(stderr, "--duration 0s must be positive") {
+	// A duration verify refuses, put last, shows that every other flag
+	// parsed.
+	_, stderr, code := runCLI(t, bin, append(args, "--duration", "-1s")...)
+	if code != exitError || !strings.Contains(stderr, "-1s is below the minimum 0s") {
 		t.Errorf("hotlane %v: exit %d, stderr %q", args, code, stderr)
 	}
 }
@@ -672,5 +680,130 @@ func TestProbeXDPJSONToStdout(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "lo") || len(strings.TrimSpace(stderr)) == 0 {
 		t.Errorf("the text report is not on standard error:\n%s", stderr)
+	}
+}
+
+// Every command's JSON starts with the same fields (report.Header,
+// docs/json.md): a collector reads host, kernel, start, duration and
+// losses alike from any of them. run's stats lines are checked in the VM
+// (sched), bench's report in workloads.
+func TestJSONSharedFields(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches tracers and probes: needs root")
+	}
+	bin := hotlaneBinary(t)
+	for _, c := range []struct {
+		command string
+		args    []string
+	}{
+		{"doctor", []string{"doctor", "--json"}},
+		{"verify", []string{"verify", "--duration", "500ms", "--top", "0", "-q", "--json", "-"}},
+		{"probe ioctl", []string{"probe", "ioctl", "--duration", "500ms", "-q", "--json", "-"}},
+		{"probe dma", []string{"probe", "dma", "--duration", "500ms", "-q", "--json", "-"}},
+		{"probe xdp", []string{"probe", "xdp", "--iface", "lo", "--duration", "500ms", "-q", "--json", "-"}},
+		{"bench hooks", []string{"bench", "hooks", "--hooks", "tp_btf", "--calls", "1000", "--rounds", "1", "--own-duration", "100ms", "--json", "-"}},
+	} {
+		stdout, stderr, code := runCLI(t, bin, c.args...)
+		if code != exitOK {
+			t.Errorf("%s: exit %d\nstderr:\n%s", c.command, code, stderr)
+			continue
+		}
+		if err := report.CheckHeader([]byte(stdout), c.command); err != nil {
+			t.Errorf("%s: %v\n%s", c.command, err, stdout)
+		}
+	}
+}
+
+// --duration 0 means one thing on every command that measures until it is
+// told to stop: run until SIGTERM (or Ctrl-C), then report what was
+// measured and exit 0, as with a duration that ran out.
+func TestDurationZeroRunsUntilSignal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches tracers and probes: needs root")
+	}
+	bin := hotlaneBinary(t)
+	for _, args := range [][]string{
+		{"verify", "--top", "0", "-q"},
+		{"probe", "ioctl", "-q"},
+		{"probe", "dma", "-q"},
+		{"probe", "xdp", "--iface", "lo", "-q"},
+	} {
+		name := strings.Join(args[:len(args)-1], " ")
+		cmd := exec.Command(bin, append(args, "--duration", "0", "--json", "-")...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			t.Errorf("%s --duration 0 ended by itself (%v): %s", name, err, stderr.String())
+			continue
+		case <-time.After(1500 * time.Millisecond):
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := <-done; err != nil {
+			t.Errorf("%s --duration 0, then SIGTERM: %v\n%s", name, err, stderr.String())
+			continue
+		}
+		var h report.Header
+		if err := json.Unmarshal(stdout.Bytes(), &h); err != nil || h.Elapsed < time.Second {
+			t.Errorf("%s: after SIGTERM, elapsed %v (%v), want the second and more it ran:\n%s", name, h.Elapsed, err, stdout.String())
+		}
+	}
+}
+
+// The bash completion script completes commands, probes and each
+// command's flags (read from its -h, one-letter spellings included), as
+// bash itself runs it.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash on this machine")
+	}
+	bin := hotlaneBinary(t)
+	script, stderr, code := runCLI(t, bin, "completion", "bash")
+	if code != exitOK {
+		t.Fatalf("completion bash: exit %d: %s", code, stderr)
+	}
+	file := filepath.Join(t.TempDir(), "hotlane.bash")
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"pro"}, "probe"},
+		{[]string{""}, "verify"},
+		{[]string{"probe", "io"}, "ioctl"},
+		{[]string{"bench", "ho"}, "hooks"},
+		{[]string{"verify", "--du"}, "--duration"},
+		{[]string{"probe", "ioctl", "--p"}, "--pid"},
+		{[]string{"verify", "-"}, "-d"},
+		{[]string{"probe", "xdp", "--if"}, "--iface"},
+		{[]string{"bench", "hooks", "--ho"}, "--hooks"},
+	} {
+		words := append([]string{bin}, c.words...)
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = fmt.Sprintf("%q", w)
+		}
+		prog := fmt.Sprintf("source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _hotlane; printf '%%s\\n' \"${COMPREPLY[@]}\"",
+			file, strings.Join(quoted, " "), len(words)-1)
+		out, err := exec.Command(bash, "-c", prog).CombinedOutput()
+		if err != nil {
+			t.Errorf("%v: %v\n%s", c.words, err, out)
+			continue
+		}
+		got := strings.Fields(string(out))
+		if !slices.Contains(got, c.want) {
+			t.Errorf("completing %v: %v; want %q among them", c.words, got, c.want)
+		}
+	}
+	if _, _, code := runCLI(t, bin, "completion", "fish"); code != exitError {
+		t.Errorf("completion fish: exit %d, want %d", code, exitError)
 	}
 }

@@ -17,9 +17,13 @@ func probes() []command {
 
 func runProbe(ctx context.Context, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(os.Stderr, "Usage: hotlane probe PROBE [flags]\n\nProbes:\n")
+		w := os.Stdout // asked for
+		if len(args) == 0 {
+			w = os.Stderr
+		}
+		fmt.Fprintf(w, "Usage: hotlane probe PROBE [flags]\n\nProbes:\n")
 		for _, p := range probes() {
-			fmt.Fprintf(os.Stderr, "  %-8s %s\n", p.name, p.summary)
+			fmt.Fprintf(w, "  %-8s %s\n", p.name, p.summary)
 		}
 		if len(args) == 0 {
 			return exitError

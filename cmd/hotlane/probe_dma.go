@@ -14,7 +14,7 @@ import (
 
 func runProbeDMA(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe dma", flag.ContinueOnError)
-	duration := durationFlag(fs, "duration", 0, 0, 0, "stop after this long (default: until Ctrl-C or SIGTERM)")
+	duration := durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	interval := durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
 	quiet := fs.Bool("q", false, "print no progress lines")

@@ -13,7 +13,7 @@ import (
 
 func runProbeIoctl(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe ioctl", flag.ContinueOnError)
-	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure; 0 runs until Ctrl-C")
+	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
 	jsonPath := fs.String("json", "", "also write the full result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (a thread id means its process)")
 	comm := fs.String("comm", "", "trace only threads whose comm, or whose process's comm, starts with this")

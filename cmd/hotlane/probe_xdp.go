@@ -20,7 +20,7 @@ func runProbeXDP(ctx context.Context, args []string) int {
 		polFile  = fs.String("policy", "", "read the drop policy from this JSON `file` instead of --drop/--allow-udp-ports/--drop-ethertype")
 		mode     = fs.String("mode", "auto", "XDP attach mode: auto (driver, else generic), driver or generic")
 		replace  = fs.Bool("replace", false, "detach an XDP program already on the interface (it is not restored)")
-		duration = durationFlag(fs, "duration", 0, 0, 0, "stop after this long (default: run until Ctrl-C)")
+		duration = durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
 		interval = durationFlag(fs, "interval", xdp.DefaultInterval, 100*time.Millisecond, 0, "time between progress lines")
 		quiet    = fs.Bool("q", false, "no progress lines")
 		jsonPath = fs.String("json", "", "also write the report as JSON to this file (-: standard output, and the text report goes to standard error)")

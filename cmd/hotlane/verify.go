@@ -20,7 +20,7 @@ func runVerify(ctx context.Context, args []string) int {
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
 	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class; CLASS/wait: checks the wait from the wake-up instead of the felt view)")
-	duration := fs.Duration("duration", 10*time.Second, "how long to measure (Ctrl-C ends early); with --listen and no --duration: until SIGTERM or Ctrl-C")
+	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure (Ctrl-C ends early); 0: until Ctrl-C or SIGTERM, which is also the default with --listen")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464 or :9464): latency histograms per class and view at hotlane's bucket edges, events, losses, BPF run time")
 	jsonPath := fs.String("json", "", "also write the full report as JSON to this file (-: standard output, and the text report goes to standard error)")
 	junitPath := fs.String("junit", "", "also write the bound's verdicts as a JUnit XML report to this file: one test case per clause, a failure per clause not met (CI systems read it)")
@@ -93,9 +93,6 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	}
-	if *duration <= 0 {
-		return fail(fmt.Errorf("--duration %s must be positive", *duration))
 	}
 	if *listen != "" && !flagGiven(fs, "duration") {
 		*duration = 0 // a service: until stopped

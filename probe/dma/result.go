@@ -154,18 +154,16 @@ type Device struct {
 
 // Result is a snapshot of the probe's counters.
 type Result struct {
-	Kernel string `json:"kernel"`
+	report.Header
 	// Family is the hook family: tp_btf, tracepoint or fentry.
 	Family string `json:"family"`
 	// Hooks count the events; LatencyHooks measure map latency.
 	Hooks        []string `json:"hooks"`
 	LatencyHooks []string `json:"latency_hooks"`
 	// LatencyMeasured says whether map latency was measured at all.
-	LatencyMeasured bool          `json:"latency_measured"`
-	Duration        time.Duration `json:"duration_ns"`
-	Devices         []Device      `json:"devices"`
-	Total           Device        `json:"total"`
-	Losses          report.Losses `json:"losses"`
+	LatencyMeasured bool     `json:"latency_measured"`
+	Devices         []Device `json:"devices"`
+	Total           Device   `json:"total"`
 	// LatencyUnmatched counts map calls that returned without a start
 	// stamp: calls in flight when the probe attached. Not a loss.
 	LatencyUnmatched uint64   `json:"latency_unmatched"`
@@ -178,14 +176,14 @@ func (pr *Probe) Snapshot() (*Result, error) {
 		return nil, fmt.Errorf("DMA probe is closed")
 	}
 	r := &Result{
-		Kernel:          pr.kernel,
+		Header:          report.NewHeader("probe dma", pr.started),
 		Family:          pr.family,
 		Hooks:           pr.Hooks(),
 		LatencyHooks:    pr.LatencyHooks(),
 		LatencyMeasured: len(pr.latHooks) > 0,
-		Duration:        time.Since(pr.started),
 		Notes:           pr.Notes(),
 	}
+	r.Elapsed = time.Since(pr.started)
 	if r.LatencyHooks == nil {
 		r.LatencyHooks = []string{}
 	}
@@ -344,7 +342,7 @@ func (r *Result) finish() {
 	var hist verify.Histogram
 	for i := range r.Devices {
 		d := &r.Devices[i]
-		d.MappedBytesPerSec = rate(d.BytesMapped, r.Duration)
+		d.MappedBytesPerSec = rate(d.BytesMapped, r.Elapsed)
 		if d.MapLatencyHist != nil {
 			d.MapLatency = report.Summarize(d.MapLatencyHist)
 			hist.Merge(d.MapLatencyHist)
@@ -366,7 +364,7 @@ func (r *Result) finish() {
 		total.Directions = append(total.Directions, Direction{Dir: dir, Counts: *c})
 	}
 	sort.Slice(total.Directions, func(i, j int) bool { return total.Directions[i].Dir < total.Directions[j].Dir })
-	total.MappedBytesPerSec = rate(total.BytesMapped, r.Duration)
+	total.MappedBytesPerSec = rate(total.BytesMapped, r.Elapsed)
 	if hist.Count() > 0 {
 		total.MapLatencyHist = &hist
 		total.MapLatency = report.Summarize(&hist)
@@ -411,7 +409,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 // direction breakdown, the losses and the notes.
 func (r *Result) WriteText(w io.Writer) error {
 	ew := report.NewWriter(w)
-	ew.Printf("DMA activity over %s on %s\n", report.Duration(r.Duration), r.Kernel)
+	ew.Printf("DMA activity over %s on %s\n", report.Duration(r.Elapsed), r.Kernel)
 	ew.Printf("hooks: %s\n", hookSummary(r.Family, r.Hooks))
 	if r.LatencyMeasured {
 		ew.Printf("map latency: %s\n", strings.Join(r.LatencyHooks, ", "))

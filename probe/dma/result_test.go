@@ -25,8 +25,8 @@ func zeroLosses() report.Losses {
 
 // An empty run renders zeros, not blanks or NaN, and says nothing was seen.
 func TestEmptyResultText(t *testing.T) {
-	r := &Result{Kernel: "6.18.44", Family: HooksTpBTF, Hooks: []string{"tp_btf/dma_map_phys", "tp_btf/dma_unmap_phys"},
-		LatencyHooks: []string{}, Duration: 3 * time.Second, Losses: zeroLosses()}
+	r := &Result{Header: report.Header{Kernel: "6.18.44", Elapsed: 3 * time.Second, Losses: zeroLosses()},
+		Family: HooksTpBTF, Hooks: []string{"tp_btf/dma_map_phys", "tp_btf/dma_unmap_phys"}, LatencyHooks: []string{}}
 	r.finish()
 	var b bytes.Buffer
 	if err := r.WriteText(&b); err != nil {
@@ -58,7 +58,7 @@ func TestEmptyResultText(t *testing.T) {
 	}
 
 	// Zero duration (a snapshot right after Start) must not divide by 0.
-	r.Duration = 0
+	r.Elapsed = 0
 	r.finish()
 	if r.Total.MappedBytesPerSec != 0 {
 		t.Errorf("rate over 0s = %v", r.Total.MappedBytesPerSec)
@@ -88,9 +88,9 @@ func TestResultTotalsAndJSON(t *testing.T) {
 	for i := range 100 {
 		h.Record(uint64(800 + i))
 	}
-	r := &Result{Kernel: "7.3.4", Family: HooksFentry, Hooks: []string{"fexit/dma_map_phys"},
+	r := &Result{Header: report.Header{Kernel: "7.3.4", Elapsed: 2 * time.Second, Losses: zeroLosses()},
+		Family: HooksFentry, Hooks: []string{"fexit/dma_map_phys"},
 		LatencyHooks: []string{"fentry+fexit/dma_map_phys"}, LatencyMeasured: true,
-		Duration: 2 * time.Second, Losses: zeroLosses(),
 		Devices: []Device{
 			{Name: "eth0", Counts: func() Counts { c := nic; c.merge(nicFrom); return c }(),
 				Directions: []Direction{{Dir: "FROM_DEVICE", Counts: nicFrom}, {Dir: "TO_DEVICE", Counts: nic}}},

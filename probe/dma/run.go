@@ -72,11 +72,11 @@ func Run(ctx context.Context, opts Options, ro RunOptions) (*Result, error) {
 func ProgressLine(prev, cur *Result) string {
 	t := cur.Total
 	var dMaps, dBytes uint64
-	dt := cur.Duration
+	dt := cur.Elapsed
 	if prev != nil {
 		dMaps = t.Maps - prev.Total.Maps
 		dBytes = t.BytesMapped - prev.Total.BytesMapped
-		dt = cur.Duration - prev.Duration
+		dt = cur.Elapsed - prev.Elapsed
 	} else {
 		dMaps, dBytes = t.Maps, t.BytesMapped
 	}
@@ -90,6 +90,6 @@ func ProgressLine(prev, cur *Result) string {
 		devices = "device"
 	}
 	return fmt.Sprintf("dma %6s: %d maps (%.0f/s), %d unmaps, %d allocs, %s mapped (%.2f MB/s), %d errors, %d %s, %d lost",
-		cur.Duration.Round(time.Second), t.Maps, mapsPerSec, t.Unmaps, t.Allocs, Bytes(t.BytesMapped), mbPerSec,
+		cur.Elapsed.Round(time.Second), t.Maps, mapsPerSec, t.Unmaps, t.Allocs, Bytes(t.BytesMapped), mbPerSec,
 		t.Errors(), len(cur.Devices), devices, cur.Losses.Total())
 }

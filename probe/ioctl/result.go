@@ -234,11 +234,11 @@ type Filter struct {
 
 // Result is what a probe run measured.
 type Result struct {
-	Hook       Hook          `json:"hook"`
-	HookDetail string        `json:"hook_detail"`
-	Notes      []string      `json:"notes,omitempty"`
-	Elapsed    time.Duration `json:"elapsed_ns"`
-	Filter     Filter        `json:"filter"`
+	report.Header
+	Hook       Hook     `json:"hook"`
+	HookDetail string   `json:"hook_detail"`
+	Notes      []string `json:"notes,omitempty"`
+	Filter     Filter   `json:"filter"`
 	// SlowThreshold is set when slow calls were streamed.
 	SlowThreshold *time.Duration `json:"slow_threshold_ns,omitempty"`
 	Counters      Counters       `json:"counters"`
@@ -249,8 +249,7 @@ type Result struct {
 	Errnos    []ErrnoCount `json:"errnos"`
 	// Slowest are the slowest calls streamed (at most MaxSlowKept),
 	// slowest first.
-	Slowest []SlowCall    `json:"slowest,omitempty"`
-	Losses  report.Losses `json:"losses"`
+	Slowest []SlowCall `json:"slowest,omitempty"`
 	// Cost is the probe's own BPF run time, when the kernel measured it.
 	Cost []report.ProgramCost `json:"cost,omitempty"`
 }
@@ -284,11 +283,12 @@ func (p *Probe) Snapshot() (*Result, error) {
 	}
 	p.resolver.Rescan()
 	r := &Result{
-		Hook: p.Hook, HookDetail: p.HookDetail, Notes: p.Notes,
-		Elapsed:  p.elapsed(),
-		Counters: c, Losses: c.Losses(),
-		Filter: Filter{PID: p.filters.tgid, Comm: p.filters.comm},
+		Header: report.NewHeader("probe ioctl", p.Started),
+		Hook:   p.Hook, HookDetail: p.HookDetail, Notes: p.Notes,
+		Counters: c,
+		Filter:   Filter{PID: p.filters.tgid, Comm: p.filters.comm},
 	}
+	r.Finish(p.elapsed(), c.Losses())
 	if p.filters.devOn {
 		r.Filter.Dev = p.filters.device.String() + " (" + p.filters.device.Number() + ")"
 	}

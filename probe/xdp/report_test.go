@@ -19,7 +19,7 @@ func sampleReport() *Report {
 	c.DroppedClass, c.DroppedEtherType = 10, 1
 	att := &Attachment{Interface: "eth0", Ifindex: 2, Mode: ModeGeneric, DriverModeError: errors.New("the driver has no native XDP support")}
 	pol := Policy{Drop: setOf(IPv4ICMP), DropEtherTypes: []uint16{0x88cc}}
-	return NewReport(att, pol, 10*time.Second, c)
+	return NewReport(att, pol, time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC), 10*time.Second, c)
 }
 
 func TestReportText(t *testing.T) {
@@ -66,9 +66,11 @@ func TestReportJSON(t *testing.T) {
 			Drop           []string `json:"drop"`
 			DropEtherTypes []string `json:"drop_ethertypes"`
 		} `json:"policy"`
-		Duration int64 `json:"duration_ns"`
-		Total    Count `json:"total"`
-		Classes  []struct {
+		Elapsed int64  `json:"elapsed_ns"`
+		Command string `json:"command"`
+		Started string `json:"started_at"`
+		Total   Count  `json:"total"`
+		Classes []struct {
 			Class string  `json:"class"`
 			PPS   float64 `json:"pps"`
 			Count
@@ -86,7 +88,8 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
-	if got.Interface != "eth0" || got.Mode != "generic" || got.DriverModeError == "" || got.Duration != 10e9 {
+	if got.Interface != "eth0" || got.Mode != "generic" || got.DriverModeError == "" || got.Elapsed != 10e9 ||
+		got.Command != "probe xdp" || got.Started != "2026-11-24T03:00:00Z" {
 		t.Errorf("header fields: %+v", got)
 	}
 	if strings.Join(got.Policy.Drop, ",") != "ipv4/icmp" || strings.Join(got.Policy.DropEtherTypes, ",") != "0x88cc" {

@@ -94,7 +94,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewReport(att, cfg.Policy, elapsed, final), nil
+	return NewReport(att, cfg.Policy, start, elapsed, final), nil
 }
 
 // interfaceGone returns ErrNoInterface when the interface no longer exists.
@@ -157,22 +157,21 @@ func perSec(v float64) string {
 // Report is the result of a run, for people (WriteText) and machines
 // (WriteJSON).
 type Report struct {
+	report.Header
 	Interface string `json:"interface"`
 	Ifindex   int    `json:"ifindex"`
 	Mode      Mode   `json:"mode"`
 	// DriverModeError says why driver mode was not used, when generic
 	// mode was a fallback.
-	DriverModeError string        `json:"driver_mode_error,omitempty"`
-	Replaced        []Attached    `json:"replaced,omitempty"`
-	Policy          Policy        `json:"policy"`
-	Duration        time.Duration `json:"duration_ns"`
+	DriverModeError string     `json:"driver_mode_error,omitempty"`
+	Replaced        []Attached `json:"replaced,omitempty"`
+	Policy          Policy     `json:"policy"`
 
 	Total      Count          `json:"total"`
 	Classes    []ClassRow     `json:"classes"`
 	EtherTypes []EtherTypeRow `json:"ethertypes"`
 	Malformed  []ReasonRow    `json:"malformed"`
 	Counters   *Counters      `json:"details"`
-	Losses     report.Losses  `json:"losses"`
 }
 
 // ClassRow is one class's line in the report.
@@ -196,11 +195,13 @@ type ReasonRow struct {
 	Frames      uint64 `json:"frames"`
 }
 
-// NewReport builds the report of a run from its final counters.
-func NewReport(att *Attachment, pol Policy, elapsed time.Duration, c *Counters) *Report {
+// NewReport builds the report of a run, started at started, from its
+// final counters.
+func NewReport(att *Attachment, pol Policy, started time.Time, elapsed time.Duration, c *Counters) *Report {
 	r := &Report{
+		Header:    report.NewHeader("probe xdp", started),
 		Interface: att.Interface, Ifindex: att.Ifindex, Mode: att.Mode, Replaced: att.Replaced,
-		Policy: pol, Duration: elapsed, Total: c.Total, Counters: c,
+		Policy: pol, Total: c.Total, Counters: c,
 		Classes: []ClassRow{}, EtherTypes: []EtherTypeRow{}, Malformed: []ReasonRow{},
 	}
 	if att.DriverModeError != nil {
@@ -227,7 +228,7 @@ func NewReport(att *Attachment, pol Policy, elapsed time.Duration, c *Counters) 
 	for _, reason := range Reasons() {
 		r.Malformed = append(r.Malformed, ReasonRow{reason, reason.Description(), c.Malformed[reason]})
 	}
-	r.Losses = report.Losses{{What: "EtherType table full", Count: c.EtherTypeTableFull}}
+	r.Finish(elapsed, report.Losses{{What: "EtherType table full", Count: c.EtherTypeTableFull}})
 	return r
 }
 
@@ -243,7 +244,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.DriverModeError != "" {
 		mode += " (driver mode unavailable: " + r.DriverModeError + ")"
 	}
-	ew.Printf("xdp on %s (ifindex %d), %s, %s\n", r.Interface, r.Ifindex, mode, report.Duration(r.Duration))
+	ew.Printf("xdp on %s (ifindex %d), %s, %s\n", r.Interface, r.Ifindex, mode, report.Duration(r.Elapsed))
 	for _, x := range r.Replaced {
 		ew.Printf("replaced: XDP program id %d (%s mode), not restored\n", x.ProgID, x.Mode)
 	}
@@ -254,7 +255,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		t.Add(row.Class.String(), fmt.Sprint(row.Packets), fmt.Sprint(row.Bytes), fmt.Sprint(row.Dropped), fmt.Sprintf("%.1f", row.PPS))
 	}
 	pps := 0.0
-	if s := r.Duration.Seconds(); s > 0 {
+	if s := r.Elapsed.Seconds(); s > 0 {
 		pps = float64(r.Total.Packets) / s
 	}
 	t.Add("total", fmt.Sprint(r.Total.Packets), fmt.Sprint(r.Total.Bytes), fmt.Sprint(r.Total.Dropped), fmt.Sprintf("%.1f", pps))
