@@ -139,6 +139,44 @@ func (h *Histogram) Merge(other *Histogram) {
 	}
 }
 
+// Since returns what h recorded after it was prev (an earlier copy of the
+// same histogram): an interval's histogram from two cumulative snapshots.
+// Its maximum is exact when the interval raised h's; otherwise it is the
+// largest value of its highest bucket, capped at h's maximum, so it never
+// understates. Its minimum is the lower edge of its lowest bucket.
+func (h *Histogram) Since(prev *Histogram) *Histogram {
+	d := &Histogram{}
+	if h == nil {
+		return d
+	}
+	if prev == nil {
+		prev = &Histogram{}
+	}
+	for i, n := range h.counts {
+		if i < len(prev.counts) {
+			n -= min(n, prev.counts[i])
+		}
+		if n == 0 {
+			continue
+		}
+		if d.count == 0 {
+			d.min, _ = BucketBounds(i)
+		}
+		d.add(i, n)
+		d.max = min(maxInBucket(i), h.max)
+	}
+	if d.count == 0 {
+		return d
+	}
+	if h.max > prev.max {
+		d.max = h.max
+	}
+	if h.sum >= prev.sum {
+		d.sum = h.sum - prev.sum
+	}
+	return d
+}
+
 // FromBuckets builds a histogram from bucket counts indexed as BucketIndex
 // numbers them (BPF programs count with hl_hist_bucket, usually per CPU;
 // sum the CPUs first) and from the exact maximum the program tracked beside

@@ -744,3 +744,40 @@ func TestBPFBucketMatchesGo(t *testing.T) {
 		t.Errorf("kernel bucket counts differ from Go's (-go +kernel):\n%s", diff)
 	}
 }
+
+// An interval's histogram is the later snapshot less the earlier: counts
+// and sum exact, the maximum exact when the interval set it and otherwise
+// its top bucket's largest value, never below what it holds.
+func TestHistogramSince(t *testing.T) {
+	var a Histogram
+	for _, v := range []uint64{1000, 2000, 50000} {
+		a.Record(v)
+	}
+	b := a
+	b.counts = slices.Clone(a.counts)
+	for _, v := range []uint64{3000, 3100} {
+		b.Record(v)
+	}
+	d := b.Since(&a)
+	if d.Count() != 2 || d.Sum() != 6100 {
+		t.Errorf("count %d sum %d, want 2 and 6100", d.Count(), d.Sum())
+	}
+	if _, hi := BucketBounds(BucketIndex(3100)); d.Max() < 3100 || d.Max() >= hi {
+		t.Errorf("max %d: want within 3100's bucket (the earlier 50us is not the interval's)", d.Max())
+	}
+	if lo, _ := BucketBounds(BucketIndex(3000)); d.Min() != lo {
+		t.Errorf("min %d, want %d", d.Min(), lo)
+	}
+	c := b
+	c.counts = slices.Clone(b.counts)
+	c.Record(90000)
+	if got := c.Since(&b).Max(); got != 90000 {
+		t.Errorf("a new maximum is exact: got %d, want 90000", got)
+	}
+	if e := b.Since(&b); e.Count() != 0 || e.Max() != 0 {
+		t.Errorf("nothing recorded: %+v", e)
+	}
+	if n := b.Since(nil); n.Count() != b.Count() || n.Max() != b.Max() {
+		t.Errorf("since nothing: count %d max %d, want %d and %d", n.Count(), n.Max(), b.Count(), b.Max())
+	}
+}

@@ -21,6 +21,11 @@ type Options struct {
 	// Progress, if set, receives a line every ProgressInterval.
 	Progress         io.Writer
 	ProgressInterval time.Duration
+	// Intervals, if set, receives every Interval one line per class: that
+	// interval's run-queue waits (the wait view), as runqlat's interval
+	// mode prints a histogram per interval.
+	Intervals io.Writer
+	Interval  time.Duration
 	// Violations, if set, receives each streamed violation as a line,
 	// at most ViolationLinesPerSecond a second (0: the default), with a
 	// line for what each second left out.
@@ -143,6 +148,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 		})
 	}()
+	var intervalC <-chan time.Time
+	if opts.Intervals != nil && opts.Interval > 0 {
+		tick := time.NewTicker(opts.Interval)
+		defer tick.Stop()
+		intervalC = tick.C
+	}
+	var progressC <-chan time.Time
 	if opts.Progress != nil {
 		interval := opts.ProgressInterval
 		if interval <= 0 {
@@ -150,12 +162,23 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
+		progressC = tick.C
+	}
+	var lastInterval *Snapshot
+	if intervalC != nil || progressC != nil {
 	loop:
 		for {
 			select {
 			case <-ctx.Done():
 				break loop
-			case <-tick.C:
+			case now := <-intervalC:
+				s, err := t.Snapshot()
+				if err != nil {
+					return nil, err
+				}
+				writeInterval(opts.Intervals, now, s, lastInterval)
+				lastInterval = s
+			case <-progressC:
 				if s, err := t.Snapshot(); err == nil {
 					of := opts.Duration.String()
 					if opts.Duration == 0 {
@@ -361,4 +384,23 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 // WriteJSON writes the report for machines.
 func (r *Result) WriteJSON(w io.Writer) error {
 	return report.WriteJSON(w, r)
+}
+
+// writeInterval writes one line per class: the waits recorded between the
+// snapshots prev (nil: since the start) and s.
+func writeInterval(w io.Writer, now time.Time, s, prev *Snapshot) {
+	for _, c := range s.Classes {
+		var before *Histogram
+		if prev != nil {
+			before = prev.class(c.Class, ViewWait)
+		}
+		d := c.Hist.Since(before)
+		if d.Count() == 0 {
+			fmt.Fprintf(w, "%s %-12s no waits\n", now.Format("15:04:05"), c.Class)
+			continue
+		}
+		fmt.Fprintf(w, "%s %-12s %7d waits  p50 %-8s p99 %-8s max %s\n", now.Format("15:04:05"), c.Class, d.Count(),
+			report.Duration(time.Duration(d.QuantileUpper(0.5))), report.Duration(time.Duration(d.QuantileUpper(0.99))),
+			report.Duration(time.Duration(d.Max())))
+	}
 }

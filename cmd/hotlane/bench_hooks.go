@@ -94,7 +94,7 @@ Flags:
 		}
 		rep.ProgramsLoad = hookbench.OwnLoad(*ownFor)
 	}
-	if err := rep.WriteText(textOut(jsonOut)); err != nil {
+	if err := rep.WriteText(textOut(jsonOut, false)); err != nil {
 		return fail(err)
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return report.WriteJSON(w, rep) }); err != nil {

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -416,7 +418,7 @@ func TestVerifyJSONToStdout(t *testing.T) {
 	}
 	bin := hotlaneBinary(t)
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "verify", "--json", "-", "--duration", "1s", "--top", "0", "-q")
+	cmd := exec.Command(bin, "verify", "--json", "-", "--duration", "1s", "--top", "0")
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -439,6 +441,11 @@ func TestVerifyJSONToStdout(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "-")); err == nil {
 		t.Error(`verify created a file named "-"`)
+	}
+	// -q as well: machine-only, the JSON and nothing else.
+	stdoutQ, stderrQ, code := runCLI(t, bin, "verify", "--json", "-", "--duration", "1s", "--top", "0", "-q")
+	if code != exitOK || !json.Valid([]byte(stdoutQ)) || stderrQ != "" {
+		t.Errorf("verify --json - -q: exit %d, stderr %q, stdout valid JSON %v: want exit 0, the JSON alone", code, stderrQ, json.Valid([]byte(stdoutQ)))
 	}
 }
 
@@ -670,7 +677,7 @@ func TestProbeXDPJSONToStdout(t *testing.T) {
 		t.Skip("attaches XDP: needs root")
 	}
 	bin := hotlaneBinary(t)
-	stdout, stderr, code := runCLI(t, bin, "probe", "xdp", "--iface", "lo", "--duration", "500ms", "-q", "--json", "-")
+	stdout, stderr, code := runCLI(t, bin, "probe", "xdp", "--iface", "lo", "--duration", "500ms", "--json", "-")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
 	}
@@ -805,5 +812,50 @@ func TestBashCompletion(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, bin, "completion", "fish"); code != exitError {
 		t.Errorf("completion fish: exit %d, want %d", code, exitError)
+	}
+}
+
+// --interval prints each interval's waits per class as the run goes (to
+// standard error when the JSON has standard output): the intervals'
+// counts add up to no more than the whole run's.
+func TestVerifyIntervals(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer: needs root")
+	}
+	stdout, stderr, code := runCLI(t, hotlaneBinary(t), "verify", "--interval", "500ms", "--duration", "2200ms", "--top", "0", "-q", "--json", "-")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var res struct {
+		Snapshot struct {
+			Classes []struct {
+				Class string `json:"class"`
+				Hist  struct {
+					Count uint64 `json:"count"`
+				} `json:"histogram"`
+			} `json:"classes"`
+		} `json:"snapshot"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d (\S+) +(?:(\d+) waits  p50 \S+ +p99 \S+ +max \S+|no waits)$`)
+	sums, lines := map[string]uint64{}, 0
+	for _, m := range line.FindAllStringSubmatch(stderr, -1) {
+		lines++
+		n, _ := strconv.ParseUint(m[2], 10, 64)
+		sums[m[1]] += n
+	}
+	classes := len(res.Snapshot.Classes)
+	if classes == 0 || lines < 4*classes || lines > 5*classes {
+		t.Fatalf("%d interval lines for %d classes over 2.2s at 500ms, want 4 or 5 per class:\n%s", lines, classes, stderr)
+	}
+	for _, c := range res.Snapshot.Classes {
+		if sums[c.Class] > c.Hist.Count {
+			t.Errorf("class %s: intervals add up to %d waits, over the run's %d", c.Class, sums[c.Class], c.Hist.Count)
+		}
+	}
+	if sums["normal"] == 0 {
+		t.Errorf("no normal waits in any interval:\n%s", stderr)
 	}
 }

@@ -74,12 +74,16 @@ func (o *output) discard() {
 }
 
 // textOut is where a command writes its text report: standard output,
-// unless its JSON goes there (--json -), which then has it alone.
-func textOut(json *output) io.Writer {
-	if json != nil && json.path == stdoutPath {
-		return os.Stderr
+// unless its JSON goes there (--json -), which then has it alone; with
+// -q as well, nowhere: JSON is all there is (machine-only).
+func textOut(json *output, quiet bool) io.Writer {
+	switch {
+	case json == nil || json.path != stdoutPath:
+		return os.Stdout
+	case quiet:
+		return io.Discard
 	}
-	return os.Stdout
+	return os.Stderr
 }
 
 // checkDir checks, without creating anything, that path is a directory or

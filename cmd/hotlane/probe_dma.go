@@ -17,7 +17,7 @@ func runProbeDMA(ctx context.Context, args []string) int {
 	duration := durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	interval := durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
-	quiet := fs.Bool("q", false, "print no progress lines")
+	quiet := fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
 	hooks := fs.String("hook", dma.HooksAuto, "hook family: auto, tp_btf (dma:* tracepoints, typed), tracepoint (dma:* through tracefs) or fentry (fexit on the DMA-API functions)")
 	latency := fs.String("latency", dma.LatencyAuto, "map latency with fentry/fexit on the map functions: auto (where fentry loads), on (required) or off")
 	var events listFlag
@@ -79,7 +79,7 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 		return exitError
 	}
-	if err := res.WriteText(textOut(jsonOut)); err != nil {
+	if err := res.WriteText(textOut(jsonOut, *quiet)); err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 		return exitError
 	}

@@ -36,7 +36,7 @@ func runProbeIoctl(ctx context.Context, args []string) int {
 	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many (process, device, command) rows, busiest first (0: none)")
 	hists := fs.Uint64("histograms", 0, "draw the histogram of each (device, command) with at least this many calls (0: none)")
 	cost := fs.Bool("cost", false, "report the probe's own BPF run time per program run (adds two clock reads per run, partly inside the measured latencies)")
-	quiet := fs.Bool("q", false, "no progress lines and no per-call slow lines")
+	quiet := fs.Bool("q", false, "no progress lines and no per-call slow lines; with --json -, no text report either: the JSON alone (machine-only)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane probe ioctl [flags]
 
@@ -100,7 +100,7 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	if err := res.WriteText(textOut(jsonOut), ioctl.TextOptions{TopProcesses: *top, Histograms: *hists}); err != nil {
+	if err := res.WriteText(textOut(jsonOut, *quiet), ioctl.TextOptions{TopProcesses: *top, Histograms: *hists}); err != nil {
 		return fail(err)
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {

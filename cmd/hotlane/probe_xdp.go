@@ -22,7 +22,7 @@ func runProbeXDP(ctx context.Context, args []string) int {
 		replace  = fs.Bool("replace", false, "detach an XDP program already on the interface (it is not restored)")
 		duration = durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
 		interval = durationFlag(fs, "interval", xdp.DefaultInterval, 100*time.Millisecond, 0, "time between progress lines")
-		quiet    = fs.Bool("q", false, "no progress lines")
+		quiet    = fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
 		jsonPath = fs.String("json", "", "also write the report as JSON to this file (-: standard output, and the text report goes to standard error)")
 	)
 	fs.Usage = func() {
@@ -104,7 +104,7 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	if err := rep.WriteText(textOut(jsonOut)); err != nil {
+	if err := rep.WriteText(textOut(jsonOut, *quiet)); err != nil {
 		return fail(err)
 	}
 	if err := jsonOut.write(rep.WriteJSON); err != nil {

@@ -31,10 +31,11 @@ func runVerify(ctx context.Context, args []string) int {
 	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many tasks with the highest p99 (0: none)")
 	maxTasks := intFlag(fs, "max-tasks", 1024, 1, 65536, "with --top: keep histograms for at most this many tasks (about 16 KiB each); samples of later tasks are left out of the per-task table only")
 	perCPU := fs.Bool("per-cpu", false, "also report per CPU")
+	interval := durationFlag(fs, "interval", 0, 0, 0, "every this long, one line per class with that interval's waits (count, p50, p99, max), as 'runqlat 1' prints a histogram a second; 0: none")
 	noHist := fs.Bool("no-histograms", false, "do not draw the per-class histograms")
 	hook := fs.String("hook", "", "force the hook family: tp_btf or raw_tp (default: tp_btf, raw_tp if it cannot attach)")
 	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the violation ring buffer (power of two; default 256 KiB)")
-	quiet := fs.Bool("q", false, "no progress lines and no per-violation lines")
+	quiet := fs.Bool("q", false, "no progress lines and no per-violation lines; with --json -, no text report either: the JSON alone (machine-only)")
 	noExplain := fs.Bool("no-explain", false, "do not explain violations (saves the per-switch history and the interrupt hooks)")
 	extCallbacks := fs.Bool("ext-callbacks", false, "explanations also say how much of a wait went to the sched_ext scheduler's callbacks (fentry/fexit on each callback of the scheduler loaded now; taxes every callback run, about 1.5us per run under TCG)")
 	waitOnly := fs.Bool("wait-only", false, "look for no wake-up causes: attach no timer or sleep-return hooks, so felt is the wait and timers cost the tracer nothing")
@@ -155,7 +156,10 @@ Flags:
 		return fail(err)
 	}
 	defer jsonOut.discard()
-	ci, err := createCIOutputs(*junitPath, textOut(jsonOut))
+	if *interval > 0 {
+		opts.Interval, opts.Intervals = *interval, textOut(jsonOut, false)
+	}
+	ci, err := createCIOutputs(*junitPath, textOut(jsonOut, false))
 	if err != nil {
 		return fail(err)
 	}
@@ -180,7 +184,7 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	if err := res.WriteText(textOut(jsonOut), verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU, HideTGID: uint32(os.Getpid())}); err != nil {
+	if err := res.WriteText(textOut(jsonOut, *quiet), verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU, HideTGID: uint32(os.Getpid())}); err != nil {
 		return fail(err)
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
