@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -605,4 +608,46 @@ func TestGuestClassificationFollowsCgroup(t *testing.T) {
 	waitClass(t, s, pid, "inference")
 	move("/sys/fs/cgroup")
 	waitClass(t, s, pid, "normal")
+}
+
+// run --listen serves the scheduler's counters and state to Prometheus:
+// enabled with its kfunc generation while it runs, per class tasks that
+// ran, and the policy's decisions.
+func TestGuestRunServesMetrics(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const addr = "127.0.0.1:9466"
+	cmd, stderr := startRun(t, "--listen", addr)
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		waitState(t, "disabled", hangDeadline)
+	}()
+	var body string
+	deadline := time.Now().Add(hangDeadline)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(raw)
+			if strings.Contains(body, `hotlane_scheduler_tasks_total{class="normal",event="dispatched"}`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no scheduler metrics on %s (%v):\n%s\nrun's stderr:\n%s", addr, err, body, stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^hotlane_scheduler_enabled\{object="(612|613|700)"\} 1$`),
+		regexp.MustCompile(`(?m)^hotlane_scheduler_loads_total 1$`),
+		regexp.MustCompile(`(?m)^hotlane_scheduler_tasks_total\{class="normal",event="dispatched"\} [1-9]`),
+		regexp.MustCompile(`(?m)^hotlane_scheduler_decisions_total\{decision="preempt_kicks"\} \d`),
+		regexp.MustCompile(`(?m)^hotlane_build_info\{`),
+	} {
+		if !want.MatchString(body) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
 }

@@ -62,6 +62,9 @@ func guestMain(code *int) error {
 	if err := mountPseudoFS(); err != nil {
 		return err
 	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
 	raw, err := os.ReadFile(guestConfigPath)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", guestConfigPath, err)
@@ -194,6 +197,28 @@ func sendResults(w io.Writer, code int, dir string) error {
 	// tcdrain: the data must reach the host before power-off.
 	if f, ok := w.(*os.File); ok {
 		unix.IoctlSetInt(int(f.Fd()), unix.TCSBRK, 1)
+	}
+	return nil
+}
+
+// loopbackUp brings lo up, as any init does, so that a command in the
+// guest can serve on 127.0.0.1 (run --listen, verify --listen).
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: read its flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/sched"
@@ -21,6 +22,7 @@ func runRun(ctx context.Context, args []string) int {
 	partial := fs.Bool("partial", false, "schedule only tasks that chose SCHED_EXT (SCX_OPS_SWITCH_PARTIAL); others stay on the default scheduler")
 	interval := durationFlag(fs, "stats-interval", time.Second, 100*time.Millisecond, 0, "how often to print a stats line")
 	quiet := fs.Bool("q", false, "print no stats lines")
+	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. 127.0.0.1:9464): per class tasks enqueued and started, the policy's decisions, whether the scheduler is enabled and how earlier loads ended")
 	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file")
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
 	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a CPU that the lane kept this long from normal work, while normal tasks waited, gives the longest-waiting one a turn (half this, rounded up to a tick); the startup line prints the resulting bound")
@@ -144,6 +146,27 @@ Flags:
 				return
 			}
 			report.WriteCosts(os.Stderr, "hotlane: BPF run time per callback", costs, time.Since(started))
+		}
+	}
+	if *listen != "" {
+		col := metrics.NewSchedulerCollector()
+		srv, err := metrics.Serve(*listen, col)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+			return exitError
+		}
+		defer srv.Close()
+		fmt.Fprintf(os.Stderr, "hotlane: metrics on http://%s/metrics\n", srv.Addr)
+		started, stopping := opts.Started, opts.Stopping
+		opts.Started = func(s *sched.Scheduler) {
+			col.Started(s)
+			started(s)
+		}
+		opts.Stopping = func(s *sched.Scheduler) {
+			col.Stopping(s)
+			if stopping != nil {
+				stopping(s)
+			}
 		}
 	}
 	info, used, err := sched.RunWithRestarts(ctx, cfg, opts, *restarts, os.Stderr)
