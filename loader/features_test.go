@@ -14,6 +14,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/report"
 )
 
 func TestParseFeatureNames(t *testing.T) {
@@ -49,6 +51,8 @@ func TestParseFeatureNames(t *testing.T) {
 func sampleFeatures() *Features {
 	k := Kfuncs{API: KfuncAPIV2, DsqInsert: "scx_bpf_dsq_insert___v2", DsqInsertVtime: "scx_bpf_dsq_insert_vtime", DsqMoveToLocal: "scx_bpf_dsq_move_to_local___v2"}
 	return &Features{
+		Header: report.Header{SchemaVersion: report.SchemaVersion, Command: "doctor", Host: "node1", Kernel: "7.3.4-cloud-amd64",
+			Losses: report.Losses{}},
 		KernelRelease: "7.3.4-cloud-amd64",
 		Machine:       "x86_64",
 		Caps:          CapsFromMask(1<<unix.CAP_BPF | 1<<unix.CAP_PERFMON | 1<<unix.CAP_SYS_ADMIN | 1<<unix.CAP_NET_ADMIN),
@@ -107,7 +111,7 @@ func TestWriteJSON(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"kernel_release", "machine", "euid", "capabilities", "sched_ext", "checks", "notes"} {
+	for _, key := range append(report.HeaderKeys(), "kernel_release", "machine", "euid", "capabilities", "sched_ext", "checks", "notes") {
 		if _, ok := doc[key]; !ok {
 			t.Errorf("JSON lacks %q: %s", key, buf.String())
 		}
