@@ -140,7 +140,7 @@ func NewTracerCollector() *TracerCollector {
 func (c *TracerCollector) Attach(t *verify.Tracer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snapshot, c.cost = t.Snapshot, t.Cost
+	c.snapshot, c.cost = t.ClassSnapshot, t.Cost
 }
 
 // Detach makes the collector keep exporting s, the tracer's last

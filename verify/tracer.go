@@ -705,7 +705,14 @@ type classTotals struct{ Max, Sum uint64 }
 // Snapshot reads the histograms and counters. While the tracer runs the
 // pieces are read one after the other and may differ by the events in
 // between; after Stop they agree exactly.
-func (t *Tracer) Snapshot() (*Snapshot, error) {
+func (t *Tracer) Snapshot() (*Snapshot, error) { return t.snapshot(true) }
+
+// ClassSnapshot is Snapshot without the per-task table (Tasks is empty):
+// for what is read again and again while the tracer runs (interval lines,
+// scrapes), which need not copy every task's histograms each time.
+func (t *Tracer) ClassSnapshot() (*Snapshot, error) { return t.snapshot(false) }
+
+func (t *Tracer) snapshot(withTasks bool) (*Snapshot, error) {
 	s := &Snapshot{Hook: t.Hook, FeltEnd: t.FeltEnd, Elapsed: time.Since(t.Started)}
 
 	c, ncpu, err := t.counters()
@@ -787,6 +794,9 @@ func (t *Tracer) Snapshot() (*Snapshot, error) {
 		s.CPUs = append(s.CPUs, CPULatency{CPU: cpu, Hist: h})
 	}
 
+	if !withTasks {
+		return s, nil
+	}
 	tasks, err := t.tasks()
 	if err != nil {
 		return nil, err

@@ -172,14 +172,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			case <-ctx.Done():
 				break loop
 			case now := <-intervalC:
-				s, err := t.Snapshot()
+				s, err := t.ClassSnapshot()
 				if err != nil {
 					return nil, err
 				}
 				writeInterval(opts.Intervals, now, s, lastInterval)
 				lastInterval = s
 			case <-progressC:
-				if s, err := t.Snapshot(); err == nil {
+				if s, err := t.ClassSnapshot(); err == nil {
 					of := opts.Duration.String()
 					if opts.Duration == 0 {
 						of = "until stopped"
