@@ -117,13 +117,12 @@ type SchedExtInfo struct {
 // and one Feature per name in FeatureNames.
 type Features struct {
 	report.Header
-	KernelRelease string       `json:"kernel_release"`
-	Machine       string       `json:"machine"`
-	Euid          int          `json:"euid"`
-	Kconfig       string       `json:"kconfig,omitempty"` // where the kernel config was read from
-	Caps          CapInfo      `json:"capabilities"`
-	SchedExt      SchedExtInfo `json:"sched_ext"`
-	Checks        []Feature    `json:"checks"`
+	Machine  string       `json:"machine"`
+	Euid     int          `json:"euid"`
+	Kconfig  string       `json:"kconfig,omitempty"` // where the kernel config was read from
+	Caps     CapInfo      `json:"capabilities"`
+	SchedExt SchedExtInfo `json:"sched_ext"`
+	Checks   []Feature    `json:"checks"`
 	// Notes are things Probe did or noticed, such as mounting tracefs.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -160,7 +159,7 @@ func (f *Features) Missing(names []string) []Feature {
 // advice line under each missing one, then notes and a summary.
 func (f *Features) WriteText(w io.Writer) error {
 	ew := report.NewWriter(w)
-	ew.Printf("kernel %s (%s), euid %d", f.KernelRelease, f.Machine, f.Euid)
+	ew.Printf("kernel %s (%s), euid %d", f.Kernel, f.Machine, f.Euid)
 	if f.Kconfig != "" {
 		ew.Printf(", config from %s", f.Kconfig)
 	}

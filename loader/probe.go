@@ -42,12 +42,12 @@ func Probe(ctx context.Context, opts ProbeOptions) (*Features, error) {
 	}
 	started := time.Now()
 	f := &Features{
-		Header:        report.NewHeader("doctor", started),
-		KernelRelease: unix.ByteSliceToString(uts.Release[:]),
-		Machine:       unix.ByteSliceToString(uts.Machine[:]),
-		Euid:          os.Geteuid(),
+		Header:  report.NewHeader("doctor", started),
+		Machine: unix.ByteSliceToString(uts.Machine[:]),
+		Euid:    os.Geteuid(),
 	}
-	kconf := readKconfig(f.KernelRelease)
+	f.Kernel = unix.ByteSliceToString(uts.Release[:]) // the release the config is read for
+	kconf := readKconfig(f.Kernel)
 	f.Kconfig = kconf.source
 
 	env := &probeEnv{kconf: kconf}

@@ -31,7 +31,7 @@ func TestProbeHost(t *testing.T) {
 	}
 	t.Logf("doctor report:\n%s", text.String())
 
-	if f.KernelRelease == "" || f.Machine == "" {
+	if f.Kernel == "" || f.Machine == "" {
 		t.Errorf("kernel release/machine empty: %+v", f)
 	}
 	var names []string
