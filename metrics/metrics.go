@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,107 +105,96 @@ func Histogram(desc *prometheus.Desc, h *verify.Histogram, labels ...string) (pr
 	return prometheus.NewConstHistogram(desc, h.Count(), float64(h.Sum())/1e9, buckets, labels...)
 }
 
+// histogram is Histogram, or the error as an invalid metric.
+func histogram(desc *prometheus.Desc, h *verify.Histogram, labels ...string) prometheus.Metric {
+	m, err := Histogram(desc, h, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(desc, err)
+	}
+	return m
+}
+
 func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
 
 // TracerCollector exports a run-queue tracer's figures at each scrape:
 // latency per class and view, events seen and lost, and the BPF run time
-// of its programs. Until it is given a tracer, and after the tracer is
-// closed, it exports the last snapshot it had.
+// of its programs. Until it is given a tracer, it exports nothing; after
+// the tracer is closed, the last snapshot it had.
 type TracerCollector struct {
-	mu       sync.Mutex
-	snapshot func() (*verify.Snapshot, error)
-	last     *verify.Snapshot
-	cost     func() ([]report.ProgramCost, error)
+	src live[tracerFigures]
 
-	latency, events, lost, runs, runTime, elapsed *prometheus.Desc
+	latency, events, lost, elapsed *prometheus.Desc
+	cost                           bpfCost
+}
+
+type tracerFigures struct {
+	snapshot *verify.Snapshot
+	cost     []report.ProgramCost // nil once detached, or with statistics off
 }
 
 // NewTracerCollector returns a collector with nothing to export yet.
 func NewTracerCollector() *TracerCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
-	}
 	return &TracerCollector{
-		latency: d("runqueue_latency_seconds", "How long tasks waited for a CPU, per hotlane class; view wait starts at the wake-up or preemption (runqlat's), felt at the wake-up's cause where the kernel tells it.", "class", "view"),
-		events:  d("tracer_events_total", "Scheduler events the tracer handled: wakeups, switches and samples (waits measured).", "event"),
-		lost:    d("tracer_lost_total", "Data the tracer could not keep, by reason (task_table_full is partial: class figures stay complete).", "reason"),
-		runs:    d("tracer_bpf_runs_total", "Runs of each tracer BPF program (BPF_ENABLE_STATS).", "program"),
-		runTime: d("tracer_bpf_run_seconds_total", "Time spent in each tracer BPF program (BPF_ENABLE_STATS).", "program"),
-		elapsed: d("tracer_attached_seconds", "How long the tracer has been attached."),
+		latency: desc("", "runqueue_latency_seconds", "How long tasks waited for a CPU, per hotlane class; view wait starts at the wake-up or preemption (runqlat's), felt at the wake-up's cause where the kernel tells it.", "class", "view"),
+		events:  desc("tracer", "events_total", "Scheduler events the tracer handled: wakeups, switches and samples (waits measured).", "event"),
+		lost:    desc("tracer", "lost_total", "Data the tracer could not keep, by reason (task_table_full is partial: class figures stay complete).", "reason"),
+		elapsed: desc("tracer", "attached_seconds", "How long the tracer has been attached."),
+		cost:    newBPFCost("tracer", "tracer"),
 	}
 }
 
-// Attach makes the collector read t from now on.
-func (c *TracerCollector) Attach(t *verify.Tracer) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.snapshot, c.cost = t.ClassSnapshot, t.Cost
+// Attach makes the collector read t from now on; call the function it
+// returns before closing t.
+func (c *TracerCollector) Attach(t *verify.Tracer) (stop func()) {
+	return c.src.start(func() (tracerFigures, error) {
+		s, err := t.ClassSnapshot()
+		if err != nil {
+			return tracerFigures{}, err
+		}
+		cost, _ := t.Cost() // statistics off: the report says so; nothing to export
+		return tracerFigures{s, cost}, nil
+	})
 }
 
-// Detach makes the collector keep exporting s, the tracer's last
-// snapshot, once the tracer is gone.
-func (c *TracerCollector) Detach(s *verify.Snapshot) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.snapshot, c.cost, c.last = nil, nil, s
-}
+// Detach makes the collector export s, the tracer's last snapshot, from
+// now on.
+func (c *TracerCollector) Detach(s *verify.Snapshot) { c.src.final(tracerFigures{snapshot: s}) }
 
 // Describe implements prometheus.Collector.
 func (c *TracerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.latency, c.events, c.lost, c.runs, c.runTime, c.elapsed} {
+	for _, d := range []*prometheus.Desc{c.latency, c.events, c.lost, c.elapsed} {
 		ch <- d
 	}
+	c.cost.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (c *TracerCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.last
-	if c.snapshot != nil {
-		fresh, err := c.snapshot()
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(c.latency, err)
-		} else {
-			s, c.last = fresh, fresh
-		}
+	f, ok, err := c.src.get()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.latency, err)
 	}
-	if s == nil {
+	if !ok {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.elapsed, prometheus.GaugeValue, s.Elapsed.Seconds())
+	s := f.snapshot
+	gauge(ch, c.elapsed, s.Elapsed.Seconds())
 	for _, cl := range s.Classes {
 		for _, v := range []verify.View{verify.ViewWait, verify.ViewFelt} {
-			h := cl.View(v)
-			if h == nil {
-				continue
+			if h := cl.View(v); h != nil {
+				ch <- histogram(c.latency, h, cl.Class, string(v))
 			}
-			m, err := Histogram(c.latency, h, cl.Class, string(v))
-			if err != nil {
-				m = prometheus.NewInvalidMetric(c.latency, err)
-			}
-			ch <- m
 		}
 	}
 	n := s.Counters
 	for event, v := range map[string]uint64{"wakeups": n.Wakeups, "switches": n.Switches, "samples": n.Samples} {
-		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(v), event)
+		counter(ch, c.events, float64(v), event)
 	}
 	for reason, v := range map[string]uint64{
 		"start_stamp_not_stored": n.StampFailures, "ringbuf_full": n.RingbufDrops, "task_table_full": n.TaskTableFull,
 		"switch_not_reported": n.UnmeasuredWaits, "start_not_seen": n.UnstampedWaits,
 	} {
-		ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(v), reason)
+		counter(ch, c.lost, float64(v), reason)
 	}
-	if c.cost == nil {
-		return
-	}
-	costs, err := c.cost()
-	if err != nil {
-		return // statistics off: the report says so; nothing to export
-	}
-	for _, p := range costs {
-		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.CounterValue, float64(p.Runs), p.Program)
-		ch <- prometheus.MustNewConstMetric(c.runTime, prometheus.CounterValue, p.Total.Seconds(), p.Program)
-	}
+	c.cost.collect(ch, f.cost)
 }

@@ -31,11 +31,10 @@ type Options struct {
 	// line for what each second left out.
 	Violations              io.Writer
 	ViolationLinesPerSecond int
-	// Attached, if set, is called with the tracer once it is attached,
-	// and Detached with its last snapshot before it is closed (a metrics
-	// endpoint reads the tracer meanwhile).
-	Attached func(*Tracer)
-	Detached func(*Snapshot)
+	// Live, if set, is called with the tracer once it is attached (a
+	// metrics endpoint reads it meanwhile); Run calls the function it
+	// returns before it closes the tracer, whatever the outcome.
+	Live func(*Tracer) (stop func())
 }
 
 // ClassVerdicts are the verdicts of one class's bound.
@@ -114,8 +113,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	defer t.Close()
 	started := time.Now()
-	if opts.Attached != nil {
-		opts.Attached(t)
+	if opts.Live != nil {
+		defer opts.Live(t)()
 	}
 
 	var cancel context.CancelFunc
@@ -201,9 +200,6 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	snap, err := t.Snapshot()
 	if err != nil {
 		return nil, err
-	}
-	if opts.Detached != nil {
-		opts.Detached(snap)
 	}
 	res := &Result{Header: report.NewHeader("verify", started), Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
 	res.Finish(snap.Elapsed, snap.Counters.losses())

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,12 +17,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
+	"github.com/hotlane/hotlane/probe/ioctl"
 	"github.com/hotlane/hotlane/report"
 )
 
@@ -858,4 +865,152 @@ func TestVerifyIntervals(t *testing.T) {
 	if sums["normal"] == 0 {
 		t.Errorf("no normal waits in any interval:\n%s", stderr)
 	}
+}
+
+// Every probe serves its figures on --listen while it runs, labelled by
+// device, command, interface and hook, with its loss counters, and still
+// stops cleanly on SIGTERM. The ioctl and XDP probes are given load the
+// test makes itself (failing TCGETS on /dev/null, UDP over lo) and must
+// count it there; DMA traffic on a host cannot be made on purpose, so its
+// probe is held to its info and loss counters.
+func TestProbesServeMetrics(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches probes: needs root")
+	}
+	bin := hotlaneBinary(t)
+	tcgets := ioctl.DecodeCommand(unix.TCGETS).String()
+	for _, c := range []struct {
+		probe string
+		args  []string
+		load  func() error
+		want  string // a counter that must reach 50 through the load
+	}{
+		{"ioctl", []string{"--dev", "/dev/null"}, func() error {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			for range 50 {
+				if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); !errors.Is(err, unix.ENOTTY) {
+					return fmt.Errorf("TCGETS on /dev/null: %v, want ENOTTY", err)
+				}
+			}
+			return nil
+		}, fmt.Sprintf(`hotlane_ioctl_errors_total{command=%q,device="/dev/null"}`, tcgets)},
+		{"xdp", []string{"--iface", "lo"}, func() error {
+			// To itself: a closed port would answer with ICMP errors
+			// that fail every other write.
+			conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			for range 50 {
+				if _, err := conn.WriteTo([]byte("hotlane"), conn.LocalAddr()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, `hotlane_xdp_packets_total{class="ipv4/udp",interface="lo"}`},
+		{"dma", nil, nil, ""},
+	} {
+		t.Run(c.probe, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"probe", c.probe, "--listen", "127.0.0.1:0"}, c.args...)...)
+			stderr := &lineLog{done: make(chan struct{})}
+			pipe, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			addr := make(chan string, 1)
+			go stderr.read(pipe, regexp.MustCompile(`metrics on http://(\S+)/metrics`), addr)
+			var at string
+			select {
+			case at = <-addr:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("probe %s never said where it serves:\n%s", c.probe, stderr)
+			}
+			body := scrapeUntil(t, at, func(body string) bool { return strings.Contains(body, `hotlane_probe_info{hook="`) }, stderr)
+			if !regexp.MustCompile(`(?m)^hotlane_probe_lost_total\{probe="` + c.probe + `",reason="[^"]+"\} 0$`).MatchString(body) {
+				t.Errorf("no loss counters for probe %s:\n%s", c.probe, body)
+			}
+			if c.load != nil {
+				if err := c.load(); err != nil {
+					t.Fatal(err)
+				}
+				scrapeUntil(t, at, func(body string) bool { return metricValue(body, c.want) >= 50 }, stderr)
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-stderr.done
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("probe %s --listen, then SIGTERM: %v\n%s", c.probe, err, stderr)
+			}
+		})
+	}
+}
+
+// lineLog collects a command's standard error while it runs, for failure
+// messages, and hands on the first submatch of a pattern; done is closed
+// at the end of the stream.
+type lineLog struct {
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+}
+
+func (l *lineLog) read(r io.Reader, pattern *regexp.Regexp, found chan<- string) {
+	defer close(l.done)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		l.mu.Lock()
+		l.lines = append(l.lines, sc.Text())
+		l.mu.Unlock()
+		if m := pattern.FindStringSubmatch(sc.Text()); m != nil && found != nil {
+			found <- m[1]
+			found = nil
+		}
+	}
+}
+
+func (l *lineLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// scrapeUntil fetches addr/metrics until ok holds for the body, for up to
+// 20 s, and returns that body.
+func scrapeUntil(t *testing.T, addr string, ok func(string) bool, stderr fmt.Stringer) string {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if body = string(b); ok(body) {
+			return body
+		}
+	}
+	t.Fatalf("http://%s/metrics never showed what was wanted; last scrape:\n%s\nstderr:\n%s", addr, body, stderr)
+	return ""
+}
+
+// metricValue is the value of the sample series (name{labels}) in a text
+// exposition, or -1 when it is absent.
+func metricValue(body, series string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			if f, err := strconv.ParseFloat(strings.Fields(v)[0], 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }

@@ -8,12 +8,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/ioctl"
 )
 
 func runProbeIoctl(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe ioctl", flag.ContinueOnError)
-	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
+	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM, which is also the default with --listen")
+	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464): per device and command the latency histogram at hotlane's bucket edges and failed calls, losses, BPF run time")
 	jsonPath := fs.String("json", "", "also write the full result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (a thread id means its process)")
 	comm := fs.String("comm", "", "trace only threads whose comm, or whose process's comm, starts with this")
@@ -73,6 +75,9 @@ Flags:
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
+	if *listen != "" && !flagGiven(fs, "duration") {
+		*duration = 0 // a service: until stopped
+	}
 
 	cfg := ioctl.Config{
 		Hook: ioctl.Hook(*hook), PID: *pid, Comm: *comm, Dev: *dev,
@@ -96,9 +101,22 @@ Flags:
 		return fail(err)
 	}
 	defer jsonOut.discard()
+	var col *metrics.IoctlCollector
+	if *listen != "" {
+		col = metrics.NewIoctlCollector()
+		srv, err := serveMetrics("hotlane probe ioctl", *listen, *quiet, col)
+		if err != nil {
+			return fail(err)
+		}
+		defer srv.Close()
+		opts.Live = col.Live
+	}
 	res, err := ioctl.Run(ctx, cfg, opts)
 	if err != nil {
 		return fail(err)
+	}
+	if col != nil {
+		col.Final(res)
 	}
 	if err := res.WriteText(textOut(jsonOut, *quiet), ioctl.TextOptions{TopProcesses: *top, Histograms: *hists}); err != nil {
 		return fail(err)

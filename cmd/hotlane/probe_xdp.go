@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/xdp"
 )
 
@@ -23,6 +24,7 @@ func runProbeXDP(ctx context.Context, args []string) int {
 		duration = durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
 		interval = durationFlag(fs, "interval", xdp.DefaultInterval, 100*time.Millisecond, 0, "time between progress lines")
 		quiet    = fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
+		listen   = fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while counting (e.g. 127.0.0.1:9464): frames, bytes and drops per class, malformed frames per reason, labelled by interface")
 		jsonPath = fs.String("json", "", "also write the report as JSON to this file (-: standard output, and the text report goes to standard error)")
 	)
 	fs.Usage = func() {
@@ -100,9 +102,22 @@ Flags:
 		}
 		fmt.Fprintf(os.Stderr, "hotlane: XDP attached to %s in %s; policy: %s; counting until %s\n", a.Interface, how, pol, until)
 	}
+	var col *metrics.XDPCollector
+	if *listen != "" {
+		col = metrics.NewXDPCollector()
+		srv, err := serveMetrics("hotlane probe xdp", *listen, *quiet, col)
+		if err != nil {
+			return fail(err)
+		}
+		defer srv.Close()
+		opts.Live = col.Live
+	}
 	rep, err := xdp.Run(ctx, xdp.Config{Interface: *iface, Policy: pol, Mode: m, Replace: *replace}, opts)
 	if err != nil {
 		return fail(err)
+	}
+	if col != nil {
+		col.Final(rep)
 	}
 	if err := rep.WriteText(textOut(jsonOut, *quiet)); err != nil {
 		return fail(err)

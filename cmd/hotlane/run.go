@@ -150,13 +150,12 @@ Flags:
 	}
 	if *listen != "" {
 		col := metrics.NewSchedulerCollector()
-		srv, err := metrics.Serve(*listen, col)
+		srv, err := serveMetrics("hotlane run", *listen, false, col)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError
 		}
 		defer srv.Close()
-		fmt.Fprintf(os.Stderr, "hotlane: metrics on http://%s/metrics\n", srv.Addr)
 		started, stopping := opts.Started, opts.Stopping
 		opts.Started = func(s *sched.Scheduler) {
 			col.Started(s)

@@ -164,17 +164,15 @@ Flags:
 		return fail(err)
 	}
 	defer ci.discard()
+	var tracerMetrics *metrics.TracerCollector
 	if *listen != "" {
-		tracerMetrics := metrics.NewTracerCollector()
-		srv, err := metrics.Serve(*listen, tracerMetrics)
+		tracerMetrics = metrics.NewTracerCollector()
+		srv, err := serveMetrics("hotlane verify", *listen, *quiet, tracerMetrics)
 		if err != nil {
 			return fail(err)
 		}
 		defer srv.Close()
-		opts.Attached, opts.Detached = tracerMetrics.Attach, tracerMetrics.Detach
-		if !*quiet {
-			fmt.Fprintf(os.Stderr, "hotlane verify: metrics on http://%s/metrics\n", srv.Addr)
-		}
+		opts.Live = tracerMetrics.Attach
 		if *duration == 0 {
 			opts.ProgressInterval = time.Minute
 		}
@@ -183,6 +181,9 @@ Flags:
 	res, err := verify.Run(ctx, opts)
 	if err != nil {
 		return fail(err)
+	}
+	if tracerMetrics != nil {
+		tracerMetrics.Detach(res.Snapshot)
 	}
 	if err := res.WriteText(textOut(jsonOut, *quiet), verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU, HideTGID: uint32(os.Getpid())}); err != nil {
 		return fail(err)

@@ -16,6 +16,11 @@ type RunOptions struct {
 	Interval time.Duration
 	// Started, if not nil, is called once the probe is attached.
 	Started func(*Probe)
+	// Live, if set, is given a reader of the figures so far once the
+	// probe is attached (a metrics endpoint reads it meanwhile); Run
+	// calls the function it returns before it closes the probe, whatever
+	// the outcome, and read must not be called after.
+	Live func(read func() (*Result, error)) (stop func())
 }
 
 // Run starts the probe, prints progress until the duration is over or ctx
@@ -30,6 +35,11 @@ func Run(ctx context.Context, opts Options, ro RunOptions) (*Result, error) {
 	if ro.Started != nil {
 		ro.Started(pr)
 	}
+	stopLive := func() {}
+	if ro.Live != nil {
+		stopLive = ro.Live(pr.Snapshot)
+	}
+	defer stopLive()
 	if ro.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, ro.Duration)
@@ -45,6 +55,7 @@ func Run(ctx context.Context, opts Options, ro RunOptions) (*Result, error) {
 	for {
 		select {
 		case <-ctx.Done():
+			stopLive()
 			res, err := pr.Snapshot()
 			if err != nil {
 				return nil, err

@@ -21,6 +21,11 @@ type RunOptions struct {
 	OnSlow func(SlowCall)
 	// Attached, if set, is called once the probe is attached.
 	Attached func(*Probe)
+	// Live, if set, is given a reader of the figures so far once the
+	// probe is attached (a metrics endpoint reads it meanwhile); Run
+	// calls the function it returns before it detaches the probe,
+	// whatever the outcome, and read must not be called after.
+	Live func(read func() (*Result, error)) (stop func())
 }
 
 // Run attaches the probe, measures until the duration is over or ctx is
@@ -38,6 +43,11 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (*Result, error) {
 	if opts.Attached != nil {
 		opts.Attached(p)
 	}
+	stopLive := func() {}
+	if opts.Live != nil {
+		stopLive = opts.Live(p.Snapshot)
+	}
+	defer stopLive()
 
 	var slowest []SlowCall
 	done := make(chan error, 1)
@@ -92,6 +102,7 @@ loop:
 
 	// Stop counting, then drain the stream, then read the tables: the
 	// figures are final and agree with each other.
+	stopLive()
 	if err := p.Detach(); err != nil {
 		return nil, fmt.Errorf("detach: %w", err)
 	}

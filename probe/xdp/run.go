@@ -28,6 +28,12 @@ type Options struct {
 	Interval time.Duration
 	// Attached, if set, is called once the program is on the interface.
 	Attached func(*Attachment)
+	// Live, if set, is given a reader of the counters so far, as a
+	// report, once the program is attached (a metrics endpoint reads it
+	// meanwhile); Run calls the function it returns before it detaches
+	// the program, whatever the outcome, and read must not be called
+	// after.
+	Live func(read func() (*Report, error)) (stop func())
 }
 
 // DefaultInterval is the default time between progress lines.
@@ -61,6 +67,17 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Report, error) {
 	if opts.Attached != nil {
 		opts.Attached(att)
 	}
+	stopLive := func() {}
+	if opts.Live != nil {
+		stopLive = opts.Live(func() (*Report, error) {
+			c, err := prog.Counters()
+			if err != nil {
+				return nil, err
+			}
+			return NewReport(att, cfg.Policy, start, time.Since(start), c), nil
+		})
+	}
+	defer stopLive()
 
 	var tick <-chan time.Time
 	if opts.Progress != nil && opts.Interval > 0 {
@@ -87,6 +104,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Report, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	stopLive()
 	if err := att.Close(); err != nil {
 		return nil, err
 	}
