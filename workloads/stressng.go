@@ -37,8 +37,12 @@ func (s StressNg) program() string {
 	return s.Path
 }
 
-// stressNgStarted is what stress-ng prints once its workers are started.
+// stressNgStarted is what stress-ng prints as it starts its workers.
 const stressNgStarted = "dispatching hogs"
+
+// workerGrace is how long stress-ng's workers run, at least, after a run
+// that ended before they were started.
+const workerGrace = 500 * time.Millisecond
 
 // Args are stress-ng's arguments for a run writing its metrics to yaml.
 func (s StressNg) Args(yaml string) []string {
@@ -76,12 +80,23 @@ func (s StressNg) Run(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("stress-ng exited during the run: %s", out.last())
 	}
 	// Stopped before it has started its workers (a short run on a busy
-	// machine), stress-ng dies of the signal without writing metrics.
+	// machine), stress-ng dies of the signal without writing metrics; just
+	// after, its workers have done nothing and its metrics leave the
+	// stressor out. So a run that ends before the workers were started
+	// waits for them and gives them workerGrace.
+	late := !out.contains(stressNgStarted)
 	for deadline := time.Now().Add(10 * time.Second); !out.contains(stressNgStarted) && time.Now().Before(deadline); {
 		select {
 		case <-p.done:
 			return 0, fmt.Errorf("stress-ng exited during the run: %s", out.last())
 		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if late {
+		select {
+		case <-p.done:
+			return 0, fmt.Errorf("stress-ng exited during the run: %s", out.last())
+		case <-time.After(workerGrace):
 		}
 	}
 	if err := p.stop(10 * time.Second); err != nil {
