@@ -20,17 +20,22 @@ type live[T any] struct {
 	have bool
 }
 
-// start makes scrapes call read from now on; the function it returns
-// stops that (it may be called more than once).
+// start makes scrapes call read from now on, forgetting the figures of
+// an earlier source (a restarted scheduler counts from zero again); the
+// function it returns stops reading (it may be called more than once).
 func (l *live[T]) start(read func() (T, error)) (stop func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.read = read
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.read = nil
-	}
+	var zero T
+	l.read, l.last, l.have = read, zero, false
+	return l.stop
+}
+
+// stop stops reading; the last figures read stay.
+func (l *live[T]) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.read = nil
 }
 
 // final stops reading and exports v from now on: the figures read once
@@ -42,19 +47,20 @@ func (l *live[T]) final(v T) {
 }
 
 // get returns fresh figures while attached, else the last ones; ok is
-// false before there are any. A failed read returns the error with the
-// last figures, which a scrape still exports.
-func (l *live[T]) get() (v T, ok bool, err error) {
+// false before there are any. A failed read goes to ch as an invalid
+// metric of errDesc (failing the scrape with the reason) and the last
+// figures are still returned for export.
+func (l *live[T]) get(ch chan<- prometheus.Metric, errDesc *prometheus.Desc) (v T, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.read != nil {
-		fresh, rerr := l.read()
-		if rerr == nil {
+		if fresh, err := l.read(); err != nil {
+			ch <- prometheus.NewInvalidMetric(errDesc, err)
+		} else {
 			l.last, l.have = fresh, true
 		}
-		err = rerr
 	}
-	return l.last, l.have, err
+	return l.last, l.have
 }
 
 // desc names a metric hotlane_<subsystem>_<name>.

@@ -170,10 +170,7 @@ func (c *TracerCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *TracerCollector) Collect(ch chan<- prometheus.Metric) {
-	f, ok, err := c.src.get()
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.latency, err)
-	}
+	f, ok := c.src.get(ch, c.latency)
 	if !ok {
 		return
 	}

@@ -76,10 +76,7 @@ func (c *IoctlCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *IoctlCollector) Collect(ch chan<- prometheus.Metric) {
-	r, ok, err := c.src.get()
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.latency, err)
-	}
+	r, ok := c.src.get(ch, c.latency)
 	if !ok {
 		return
 	}
@@ -143,10 +140,7 @@ func (c *DMACollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *DMACollector) Collect(ch chan<- prometheus.Metric) {
-	r, ok, err := c.src.get()
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.calls, err)
-	}
+	r, ok := c.src.get(ch, c.calls)
 	if !ok {
 		return
 	}
@@ -204,10 +198,7 @@ func (c *XDPCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *XDPCollector) Collect(ch chan<- prometheus.Metric) {
-	r, ok, err := c.src.get()
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.packets, err)
-	}
+	r, ok := c.src.get(ch, c.packets)
 	if !ok {
 		return
 	}

@@ -15,9 +15,9 @@ import (
 // exit kind, so that an ejection restarted by --restart-on-error still
 // shows on a dashboard.
 type SchedulerCollector struct {
-	mu      sync.Mutex
-	stats   func() (sched.Stats, error)
-	last    *sched.Stats
+	src live[sched.Stats]
+
+	mu      sync.Mutex // guards what follows: the loads, not one load's counters
 	loads   uint64
 	exits   map[string]uint64
 	object  string
@@ -28,24 +28,22 @@ type SchedulerCollector struct {
 
 // NewSchedulerCollector returns a collector with no scheduler yet.
 func NewSchedulerCollector() *SchedulerCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "scheduler", name), help, labels, nil)
-	}
 	return &SchedulerCollector{
 		exits:       map[string]uint64{},
-		perClass:    d("tasks_total", "Per class: tasks enqueued, started running (dispatched) and woken straight onto an idle CPU (direct_idle), since this load of the scheduler.", "class", "event"),
-		events:      d("decisions_total", "The policy's decisions since this load: preempt_kicks, idle_kicks, guard_turns, kthread_direct, lane_kept, fair_resumed, cpu_released, classify_uncached.", "decision"),
-		enabledDesc: d("enabled", "1 while hotlane's scheduler is loaded and enabled, with its kfunc generation.", "object"),
-		loadsDesc:   d("loads_total", "Times the scheduler was loaded and enabled (more than one after --restart-on-error restarts)."),
-		exitsDesc:   d("exits_total", "Loads that ended, by the kernel's exit kind (SCX_EXIT_UNREG, SCX_EXIT_ERROR, SCX_EXIT_ERROR_STALL, …).", "kind"),
+		perClass:    desc("scheduler", "tasks_total", "Per class: tasks enqueued, started running (dispatched) and woken straight onto an idle CPU (direct_idle), since this load of the scheduler.", "class", "event"),
+		events:      desc("scheduler", "decisions_total", "The policy's decisions since this load: preempt_kicks, idle_kicks, guard_turns, kthread_direct, lane_kept, fair_resumed, cpu_released, classify_uncached.", "decision"),
+		enabledDesc: desc("scheduler", "enabled", "1 while hotlane's scheduler is loaded and enabled, with its kfunc generation.", "object"),
+		loadsDesc:   desc("scheduler", "loads_total", "Times the scheduler was loaded and enabled (more than one after --restart-on-error restarts)."),
+		exitsDesc:   desc("scheduler", "exits_total", "Loads that ended, by the kernel's exit kind (SCX_EXIT_UNREG, SCX_EXIT_ERROR, SCX_EXIT_ERROR_STALL, …).", "kind"),
 	}
 }
 
 // Started makes the collector read s (sched.RunOptions.Started).
 func (c *SchedulerCollector) Started(s *sched.Scheduler) {
+	c.src.start(s.Stats)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.stats, c.last, c.object, c.enabled = s.Stats, nil, s.Object, true
+	c.object, c.enabled = s.Object, true
 	c.loads++
 }
 
@@ -54,17 +52,19 @@ func (c *SchedulerCollector) Started(s *sched.Scheduler) {
 // (Ctrl-C, SIGTERM) counts as SCX_EXIT_UNREG, which the kernel records
 // for it a moment later.
 func (c *SchedulerCollector) Stopping(s *sched.Scheduler) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if st, err := s.Stats(); err == nil {
-		c.last = &st
+		c.src.final(st)
+	} else {
+		c.src.stop()
 	}
 	kind := "SCX_EXIT_UNREG"
 	if info, done, err := s.Exited(); err == nil && done {
 		kind = info.KindName
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.exits[kind]++
-	c.stats, c.enabled = nil, false
+	c.enabled = false
 }
 
 // Describe implements prometheus.Collector.
@@ -77,30 +77,23 @@ func (c *SchedulerCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *SchedulerCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	enabled := 0.0
 	if c.enabled {
 		enabled = 1
 	}
-	ch <- prometheus.MustNewConstMetric(c.enabledDesc, prometheus.GaugeValue, enabled, c.object)
-	ch <- prometheus.MustNewConstMetric(c.loadsDesc, prometheus.CounterValue, float64(c.loads))
+	gauge(ch, c.enabledDesc, enabled, c.object)
+	counter(ch, c.loadsDesc, float64(c.loads))
 	for kind, n := range c.exits {
-		ch <- prometheus.MustNewConstMetric(c.exitsDesc, prometheus.CounterValue, float64(n), kind)
+		counter(ch, c.exitsDesc, float64(n), kind)
 	}
-	if c.stats != nil {
-		if st, err := c.stats(); err != nil {
-			ch <- prometheus.NewInvalidMetric(c.events, err)
-		} else {
-			c.last = &st
-		}
-	}
-	if c.last == nil {
+	c.mu.Unlock()
+	st, ok := c.src.get(ch, c.events)
+	if !ok {
 		return
 	}
-	st := c.last
 	for _, cl := range st.Classes {
 		for event, v := range map[string]uint64{"enqueued": cl.Enqueued, "dispatched": cl.Dispatched, "direct_idle": cl.DirectIdle} {
-			ch <- prometheus.MustNewConstMetric(c.perClass, prometheus.CounterValue, float64(v), cl.Class, event)
+			counter(ch, c.perClass, float64(v), cl.Class, event)
 		}
 	}
 	for decision, v := range map[string]uint64{
@@ -108,6 +101,6 @@ func (c *SchedulerCollector) Collect(ch chan<- prometheus.Metric) {
 		"kthread_direct": st.KthreadDirect, "lane_kept": st.LaneKept, "fair_resumed": st.FairResumed,
 		"cpu_released": st.CPUReleased, "classify_uncached": st.ClassifyUncached,
 	} {
-		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(v), decision)
+		counter(ch, c.events, float64(v), decision)
 	}
 }
