@@ -150,7 +150,7 @@ Flags:
 	}
 	if *listen != "" {
 		col := metrics.NewSchedulerCollector()
-		srv, err := serveMetrics("hotlane run", *listen, false, col)
+		srv, err := serveMetrics("hotlane run", *listen, *quiet, col)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError
