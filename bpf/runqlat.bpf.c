@@ -1222,6 +1222,22 @@ int rq_switch_btf(u64 *ctx)
  * outlived it must not hold the next one back. A callback nested in it
  * from an interrupt (ops.tick) is counted; the outer one then is not.
  */
+/* Device matchers' notes for the classifier, as the scheduler takes them;
+ * attached only for policies with device matchers. */
+SEC("fentry/security_file_open")
+int device_open(u64 *ctx)
+{
+	hl_device_used((struct file *)ctx[0]);
+	return 0;
+}
+
+SEC("fentry/security_file_ioctl")
+int device_ioctl(u64 *ctx)
+{
+	hl_device_used((struct file *)ctx[0]);
+	return 0;
+}
+
 SEC("fentry/hl_ext_callback")
 int rq_ext_cb_enter(u64 *ctx)
 {

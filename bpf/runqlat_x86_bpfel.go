@@ -19,6 +19,8 @@ const (
 	RunqlatMapCounters                  = "counters"
 	RunqlatMapCpus                      = "cpus"
 	RunqlatMapHist                      = "hist"
+	RunqlatMapHlDevProcs                = "hl_dev_procs"
+	RunqlatMapHlDevThreads              = "hl_dev_threads"
 	RunqlatMapHlTaskClasses             = "hl_task_classes"
 	RunqlatMapOpenFelts                 = "open_felts"
 	RunqlatMapStamps                    = "stamps"
@@ -27,6 +29,8 @@ const (
 	RunqlatMapTasks                     = "tasks"
 	RunqlatMapTotals                    = "totals"
 	RunqlatMapViolations                = "violations"
+	RunqlatProgDeviceIoctl              = "device_ioctl"
+	RunqlatProgDeviceOpen               = "device_open"
 	RunqlatProgRqExtCbEnter             = "rq_ext_cb_enter"
 	RunqlatProgRqExtCbExit              = "rq_ext_cb_exit"
 	RunqlatProgRqExtEventBtf            = "rq_ext_event_btf"
@@ -63,7 +67,12 @@ const (
 	RunqlatVarFilterTgid                = "filter_tgid"
 	RunqlatVarFilterTids                = "filter_tids"
 	RunqlatVarHlClassifyStorageFailures = "hl_classify_storage_failures"
+	RunqlatVarHlDevRanges               = "hl_dev_ranges"
+	RunqlatVarHlDevUseFailures          = "hl_dev_use_failures"
+	RunqlatVarHlDevsetIdleNs            = "hl_devset_idle_ns"
 	RunqlatVarHlNrClasses               = "hl_nr_classes"
+	RunqlatVarHlNrDevRanges             = "hl_nr_dev_ranges"
+	RunqlatVarHlNrDevsets               = "hl_nr_devsets"
 	RunqlatVarHlNrRules                 = "hl_nr_rules"
 	RunqlatVarHlRuleKinds               = "hl_rule_kinds"
 	RunqlatVarHlRules                   = "hl_rules"
@@ -115,6 +124,8 @@ type RunqlatSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatProgramSpecs struct {
+	DeviceIoctl       *ebpf.ProgramSpec `ebpf:"device_ioctl"`
+	DeviceOpen        *ebpf.ProgramSpec `ebpf:"device_open"`
 	RqExtCbEnter      *ebpf.ProgramSpec `ebpf:"rq_ext_cb_enter"`
 	RqExtCbExit       *ebpf.ProgramSpec `ebpf:"rq_ext_cb_exit"`
 	RqExtEventBtf     *ebpf.ProgramSpec `ebpf:"rq_ext_event_btf"`
@@ -149,6 +160,8 @@ type RunqlatMapSpecs struct {
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
 	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
 	Hist          *ebpf.MapSpec `ebpf:"hist"`
+	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
+	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
 	OpenFelts     *ebpf.MapSpec `ebpf:"open_felts"`
 	Stamps        *ebpf.MapSpec `ebpf:"stamps"`
@@ -174,7 +187,12 @@ type RunqlatVariableSpecs struct {
 	FilterTgid                *ebpf.VariableSpec `ebpf:"filter_tgid"`
 	FilterTids                *ebpf.VariableSpec `ebpf:"filter_tids"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
+	HlDevRanges               *ebpf.VariableSpec `ebpf:"hl_dev_ranges"`
+	HlDevUseFailures          *ebpf.VariableSpec `ebpf:"hl_dev_use_failures"`
+	HlDevsetIdleNs            *ebpf.VariableSpec `ebpf:"hl_devset_idle_ns"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
+	HlNrDevRanges             *ebpf.VariableSpec `ebpf:"hl_nr_dev_ranges"`
+	HlNrDevsets               *ebpf.VariableSpec `ebpf:"hl_nr_devsets"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
@@ -207,6 +225,8 @@ type RunqlatMaps struct {
 	Counters      *ebpf.Map `ebpf:"counters"`
 	Cpus          *ebpf.Map `ebpf:"cpus"`
 	Hist          *ebpf.Map `ebpf:"hist"`
+	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
+	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
 	OpenFelts     *ebpf.Map `ebpf:"open_felts"`
 	Stamps        *ebpf.Map `ebpf:"stamps"`
@@ -222,6 +242,8 @@ func (m *RunqlatMaps) Close() error {
 		m.Counters,
 		m.Cpus,
 		m.Hist,
+		m.HlDevProcs,
+		m.HlDevThreads,
 		m.HlTaskClasses,
 		m.OpenFelts,
 		m.Stamps,
@@ -248,7 +270,12 @@ type RunqlatVariables struct {
 	FilterTgid                *ebpf.Variable `ebpf:"filter_tgid"`
 	FilterTids                *ebpf.Variable `ebpf:"filter_tids"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
+	HlDevRanges               *ebpf.Variable `ebpf:"hl_dev_ranges"`
+	HlDevUseFailures          *ebpf.Variable `ebpf:"hl_dev_use_failures"`
+	HlDevsetIdleNs            *ebpf.Variable `ebpf:"hl_devset_idle_ns"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
+	HlNrDevRanges             *ebpf.Variable `ebpf:"hl_nr_dev_ranges"`
+	HlNrDevsets               *ebpf.Variable `ebpf:"hl_nr_devsets"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
@@ -262,6 +289,8 @@ type RunqlatVariables struct {
 //
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatPrograms struct {
+	DeviceIoctl       *ebpf.Program `ebpf:"device_ioctl"`
+	DeviceOpen        *ebpf.Program `ebpf:"device_open"`
 	RqExtCbEnter      *ebpf.Program `ebpf:"rq_ext_cb_enter"`
 	RqExtCbExit       *ebpf.Program `ebpf:"rq_ext_cb_exit"`
 	RqExtEventBtf     *ebpf.Program `ebpf:"rq_ext_event_btf"`
@@ -291,6 +320,8 @@ type RunqlatPrograms struct {
 
 func (p *RunqlatPrograms) Close() error {
 	return _RunqlatClose(
+		p.DeviceIoctl,
+		p.DeviceOpen,
 		p.RqExtCbEnter,
 		p.RqExtCbExit,
 		p.RqExtEventBtf,

@@ -40,7 +40,8 @@
  *     taking the CPU, not by fair tasks waiting for each other, so an
  *     oversubscribed machine with an idle lane never pays for it.
  *  4. tick: a lane task whose slice ends gets a new one while no other
- *     lane task waits and the fair side is not owed a guard turn.
+ *     lane task waits, the fair side is not owed a guard turn and the
+ *     task still classifies into the lane.
  *  5. running/stopping: per-CPU bookkeeping for victim selection and the
  *     guard, and the vtime charge of fair tasks (time run, scaled by class
  *     and task weight) by the class the task ran as.
@@ -48,6 +49,8 @@
  *     local queue is requeued, so the lane does not wait behind it.
  *  7. cpu_online/cpu_offline: a CPU that comes or goes starts idle; with
  *     these, the kernel keeps the scheduler through CPU hotplug.
+ *  8. open/ioctl of a device (fentry, only for policies with device
+ *     matchers): the classifier's note that the thread uses the device.
  *
  * Compiled once per sched_ext kfunc generation (scx_api.h); the loader
  * chooses the object and fills the read-only settings below.
@@ -665,7 +668,9 @@ int hl_tick(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
+	struct hl_task_class *tc;
 	struct hl_stats *st;
+	u32 cls;
 
 	if (!cpu)
 		return 0;
@@ -683,7 +688,12 @@ int hl_tick(u64 *ctx)
 	if ((scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 || scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) > 0) &&
 	    bpf_ktime_get_ns() - cpu->fair_at >= starvation_ns)
 		return 0;
-	p->scx.slice = class_get(cpu->class_id)->slice_ns;
+	/* A task that never sleeps is classified here, once a slice: one
+	 * that left the lane (renamed, moved, its device idle) gives way. */
+	cls = hl_classify(p, &tc);
+	if (!class_get(cls)->high_priority)
+		return 0;
+	p->scx.slice = class_get(cls)->slice_ns;
 	st = stats_get();
 	if (st)
 		st->lane_kept++;
@@ -892,6 +902,25 @@ int hl_exit(u64 *ctx)
 	exit_info.exit_code = ei->exit_code;
 	bpf_probe_read_kernel_str(exit_info.reason, sizeof(exit_info.reason), ei->reason);
 	bpf_probe_read_kernel_str(exit_info.msg, sizeof(exit_info.msg), ei->msg);
+	return 0;
+}
+
+/*
+ * Device matchers: a thread that opens a device of a set, or issues an
+ * ioctl on one, is stamped for the classifier. Loaded and attached only
+ * when the policy has device matchers.
+ */
+SEC("fentry/security_file_open")
+int hl_device_open(u64 *ctx)
+{
+	hl_device_used((struct file *)ctx[0]);
+	return 0;
+}
+
+SEC("fentry/security_file_ioctl")
+int hl_device_ioctl(u64 *ctx)
+{
+	hl_device_used((struct file *)ctx[0]);
 	return 0;
 }
 

@@ -18,12 +18,16 @@ import (
 const (
 	Sched613MapCpus                      = "cpus"
 	Sched613MapGuardScans                = "guard_scans"
+	Sched613MapHlDevProcs                = "hl_dev_procs"
+	Sched613MapHlDevThreads              = "hl_dev_threads"
 	Sched613MapHlTaskClasses             = "hl_task_classes"
 	Sched613MapHotlaneOps                = "hotlane_ops"
 	Sched613MapStats                     = "stats"
 	Sched613ProgHlCpuOffline             = "hl_cpu_offline"
 	Sched613ProgHlCpuOnline              = "hl_cpu_online"
 	Sched613ProgHlCpuRelease             = "hl_cpu_release"
+	Sched613ProgHlDeviceIoctl            = "hl_device_ioctl"
+	Sched613ProgHlDeviceOpen             = "hl_device_open"
 	Sched613ProgHlDispatch               = "hl_dispatch"
 	Sched613ProgHlEnable                 = "hl_enable"
 	Sched613ProgHlEnqueue                = "hl_enqueue"
@@ -37,7 +41,12 @@ const (
 	Sched613VarExitInfo                  = "exit_info"
 	Sched613VarHlClasses                 = "hl_classes"
 	Sched613VarHlClassifyStorageFailures = "hl_classify_storage_failures"
+	Sched613VarHlDevRanges               = "hl_dev_ranges"
+	Sched613VarHlDevUseFailures          = "hl_dev_use_failures"
+	Sched613VarHlDevsetIdleNs            = "hl_devset_idle_ns"
 	Sched613VarHlNrClasses               = "hl_nr_classes"
+	Sched613VarHlNrDevRanges             = "hl_nr_dev_ranges"
+	Sched613VarHlNrDevsets               = "hl_nr_devsets"
 	Sched613VarHlNrRules                 = "hl_nr_rules"
 	Sched613VarHlRuleKinds               = "hl_rule_kinds"
 	Sched613VarHlRules                   = "hl_rules"
@@ -89,18 +98,20 @@ type Sched613Specs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched613ProgramSpecs struct {
-	HlCpuOffline *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
-	HlCpuOnline  *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
-	HlCpuRelease *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
-	HlDispatch   *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
-	HlEnable     *ebpf.ProgramSpec `ebpf:"hl_enable"`
-	HlEnqueue    *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
-	HlExit       *ebpf.ProgramSpec `ebpf:"hl_exit"`
-	HlInit       *ebpf.ProgramSpec `ebpf:"hl_init"`
-	HlRunning    *ebpf.ProgramSpec `ebpf:"hl_running"`
-	HlSelectCpu  *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
-	HlStopping   *ebpf.ProgramSpec `ebpf:"hl_stopping"`
-	HlTick       *ebpf.ProgramSpec `ebpf:"hl_tick"`
+	HlCpuOffline  *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
+	HlCpuOnline   *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlCpuRelease  *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen  *ebpf.ProgramSpec `ebpf:"hl_device_open"`
+	HlDispatch    *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
+	HlEnable      *ebpf.ProgramSpec `ebpf:"hl_enable"`
+	HlEnqueue     *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
+	HlExit        *ebpf.ProgramSpec `ebpf:"hl_exit"`
+	HlInit        *ebpf.ProgramSpec `ebpf:"hl_init"`
+	HlRunning     *ebpf.ProgramSpec `ebpf:"hl_running"`
+	HlSelectCpu   *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
+	HlStopping    *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlTick        *ebpf.ProgramSpec `ebpf:"hl_tick"`
 }
 
 // Sched613MapSpecs contains maps before they are loaded into the kernel.
@@ -109,6 +120,8 @@ type Sched613ProgramSpecs struct {
 type Sched613MapSpecs struct {
 	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
 	GuardScans    *ebpf.MapSpec `ebpf:"guard_scans"`
+	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
+	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
@@ -122,7 +135,12 @@ type Sched613VariableSpecs struct {
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
+	HlDevRanges               *ebpf.VariableSpec `ebpf:"hl_dev_ranges"`
+	HlDevUseFailures          *ebpf.VariableSpec `ebpf:"hl_dev_use_failures"`
+	HlDevsetIdleNs            *ebpf.VariableSpec `ebpf:"hl_devset_idle_ns"`
 	HlNrClasses               *ebpf.VariableSpec `ebpf:"hl_nr_classes"`
+	HlNrDevRanges             *ebpf.VariableSpec `ebpf:"hl_nr_dev_ranges"`
+	HlNrDevsets               *ebpf.VariableSpec `ebpf:"hl_nr_devsets"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
@@ -154,6 +172,8 @@ func (o *Sched613Objects) Close() error {
 type Sched613Maps struct {
 	Cpus          *ebpf.Map `ebpf:"cpus"`
 	GuardScans    *ebpf.Map `ebpf:"guard_scans"`
+	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
+	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
 	Stats         *ebpf.Map `ebpf:"stats"`
@@ -163,6 +183,8 @@ func (m *Sched613Maps) Close() error {
 	return _Sched613Close(
 		m.Cpus,
 		m.GuardScans,
+		m.HlDevProcs,
+		m.HlDevThreads,
 		m.HlTaskClasses,
 		m.HotlaneOps,
 		m.Stats,
@@ -177,7 +199,12 @@ type Sched613Variables struct {
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
+	HlDevRanges               *ebpf.Variable `ebpf:"hl_dev_ranges"`
+	HlDevUseFailures          *ebpf.Variable `ebpf:"hl_dev_use_failures"`
+	HlDevsetIdleNs            *ebpf.Variable `ebpf:"hl_devset_idle_ns"`
 	HlNrClasses               *ebpf.Variable `ebpf:"hl_nr_classes"`
+	HlNrDevRanges             *ebpf.Variable `ebpf:"hl_nr_dev_ranges"`
+	HlNrDevsets               *ebpf.Variable `ebpf:"hl_nr_devsets"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
@@ -191,18 +218,20 @@ type Sched613Variables struct {
 //
 // It can be passed to LoadSched613Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched613Programs struct {
-	HlCpuOffline *ebpf.Program `ebpf:"hl_cpu_offline"`
-	HlCpuOnline  *ebpf.Program `ebpf:"hl_cpu_online"`
-	HlCpuRelease *ebpf.Program `ebpf:"hl_cpu_release"`
-	HlDispatch   *ebpf.Program `ebpf:"hl_dispatch"`
-	HlEnable     *ebpf.Program `ebpf:"hl_enable"`
-	HlEnqueue    *ebpf.Program `ebpf:"hl_enqueue"`
-	HlExit       *ebpf.Program `ebpf:"hl_exit"`
-	HlInit       *ebpf.Program `ebpf:"hl_init"`
-	HlRunning    *ebpf.Program `ebpf:"hl_running"`
-	HlSelectCpu  *ebpf.Program `ebpf:"hl_select_cpu"`
-	HlStopping   *ebpf.Program `ebpf:"hl_stopping"`
-	HlTick       *ebpf.Program `ebpf:"hl_tick"`
+	HlCpuOffline  *ebpf.Program `ebpf:"hl_cpu_offline"`
+	HlCpuOnline   *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlCpuRelease  *ebpf.Program `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl *ebpf.Program `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen  *ebpf.Program `ebpf:"hl_device_open"`
+	HlDispatch    *ebpf.Program `ebpf:"hl_dispatch"`
+	HlEnable      *ebpf.Program `ebpf:"hl_enable"`
+	HlEnqueue     *ebpf.Program `ebpf:"hl_enqueue"`
+	HlExit        *ebpf.Program `ebpf:"hl_exit"`
+	HlInit        *ebpf.Program `ebpf:"hl_init"`
+	HlRunning     *ebpf.Program `ebpf:"hl_running"`
+	HlSelectCpu   *ebpf.Program `ebpf:"hl_select_cpu"`
+	HlStopping    *ebpf.Program `ebpf:"hl_stopping"`
+	HlTick        *ebpf.Program `ebpf:"hl_tick"`
 }
 
 func (p *Sched613Programs) Close() error {
@@ -210,6 +239,8 @@ func (p *Sched613Programs) Close() error {
 		p.HlCpuOffline,
 		p.HlCpuOnline,
 		p.HlCpuRelease,
+		p.HlDeviceIoctl,
+		p.HlDeviceOpen,
 		p.HlDispatch,
 		p.HlEnable,
 		p.HlEnqueue,

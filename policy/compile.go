@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -16,18 +17,20 @@ import (
 type MatchKind uint32
 
 const (
-	MatchCommPrefix  MatchKind = 1 << 0 // HL_MATCH_COMM_PREFIX
-	MatchCommExact   MatchKind = 1 << 1 // HL_MATCH_COMM_EXACT
-	MatchPcommPrefix MatchKind = 1 << 2 // HL_MATCH_PCOMM_PREFIX
-	MatchPcommExact  MatchKind = 1 << 3 // HL_MATCH_PCOMM_EXACT
-	MatchPID         MatchKind = 1 << 4 // HL_MATCH_PID
-	MatchTGID        MatchKind = 1 << 5 // HL_MATCH_TGID
-	MatchCgroup      MatchKind = 1 << 6 // HL_MATCH_CGROUP
-	MatchSchedExt    MatchKind = 1 << 7 // HL_MATCH_SCHED_EXT
+	MatchCommPrefix    MatchKind = 1 << 0 // HL_MATCH_COMM_PREFIX
+	MatchCommExact     MatchKind = 1 << 1 // HL_MATCH_COMM_EXACT
+	MatchPcommPrefix   MatchKind = 1 << 2 // HL_MATCH_PCOMM_PREFIX
+	MatchPcommExact    MatchKind = 1 << 3 // HL_MATCH_PCOMM_EXACT
+	MatchPID           MatchKind = 1 << 4 // HL_MATCH_PID
+	MatchTGID          MatchKind = 1 << 5 // HL_MATCH_TGID
+	MatchCgroup        MatchKind = 1 << 6 // HL_MATCH_CGROUP
+	MatchSchedExt      MatchKind = 1 << 7 // HL_MATCH_SCHED_EXT
+	MatchDevice        MatchKind = 1 << 8 // HL_MATCH_DEVICE
+	MatchDeviceProcess MatchKind = 1 << 9 // HL_MATCH_DEVICE_PROCESS
 )
 
 func (k MatchKind) String() string {
-	names := []string{"comm_prefix", "comm", "process_comm_prefix", "process_comm", "pid", "tgid", "cgroup", "sched_ext"}
+	names := []string{"comm_prefix", "comm", "process_comm_prefix", "process_comm", "pid", "tgid", "cgroup", "sched_ext", "device", "device_process"}
 	var set []string
 	for i, n := range names {
 		if k&(1<<i) != 0 {
@@ -57,7 +60,7 @@ type Rule struct {
 	TGID        uint32
 	CgroupID    uint64 // inode number of the cgroup directory, the kernfs id
 	CgroupLevel uint32 // depth below the cgroup root (the root is 0)
-	_           uint32
+	DevSet      uint32 // for MatchDevice or MatchDeviceProcess: index into Table.DeviceSetIdle
 }
 
 // ClassConfig holds a class's knobs for the scheduler; its layout is that of
@@ -78,6 +81,48 @@ type Table struct {
 	Rules   []Rule
 	Classes []ClassConfig
 	Names   []string
+	// DeviceRanges are the devices of the device matchers, each tagged
+	// with its set; DeviceSetIdle holds each set's idle time in ns (0 for
+	// none). A set is one device value with one idle time.
+	DeviceRanges  []DeviceRange
+	DeviceSetIdle []uint64
+}
+
+// DeviceRangesArray returns the ranges as the BPF global hl_dev_ranges,
+// unused slots zero.
+func (t *Table) DeviceRangesArray() [MaxDeviceRanges]DeviceRange {
+	var a [MaxDeviceRanges]DeviceRange
+	copy(a[:], t.DeviceRanges)
+	return a
+}
+
+// DeviceSetIdleArray returns the idle times as the BPF global
+// hl_devset_idle_ns, unused slots zero.
+func (t *Table) DeviceSetIdleArray() [MaxDeviceSets]uint64 {
+	var a [MaxDeviceSets]uint64
+	copy(a[:], t.DeviceSetIdle)
+	return a
+}
+
+// HasDeviceRules reports whether some rule matches on devices: only then
+// do the scheduler and tracer hook device opens and ioctls.
+func (t *Table) HasDeviceRules() bool {
+	return MatchKind(t.RuleKinds())&(MatchDevice|MatchDeviceProcess) != 0
+}
+
+// BPFVariables returns the classifier's read-only settings by their names
+// in classify.bpf.h, for the scheduler and the tracer to write before load.
+func (t *Table) BPFVariables() map[string]any {
+	return map[string]any{
+		"hl_rules":          t.RulesArray(),
+		"hl_nr_rules":       t.NrRules(),
+		"hl_rule_kinds":     t.RuleKinds(),
+		"hl_nr_classes":     t.NrClasses(),
+		"hl_dev_ranges":     t.DeviceRangesArray(),
+		"hl_nr_dev_ranges":  uint32(len(t.DeviceRanges)),
+		"hl_nr_devsets":     uint32(len(t.DeviceSetIdle)),
+		"hl_devset_idle_ns": t.DeviceSetIdleArray(),
+	}
 }
 
 // RulesArray returns the rules as the BPF global hl_rules
@@ -124,6 +169,11 @@ func (p *Policy) Compile(cgroupRoot string) (*Table, error) {
 		return nil, err
 	}
 	t := &Table{Names: p.ClassNames()}
+	type deviceSet struct {
+		value string
+		idle  time.Duration
+	}
+	var sets []deviceSet
 	for ci, c := range p.Classes {
 		t.Classes = append(t.Classes, ClassConfig{
 			SliceNs:      uint64(c.Slice / time.Nanosecond),
@@ -168,10 +218,53 @@ func (p *Policy) Compile(cgroupRoot string) (*Table, error) {
 				r.Kinds |= MatchCgroup
 				r.CgroupID, r.CgroupLevel = id, level
 			}
+			if dev, field, kind := m.device(); dev != "" {
+				set := deviceSet{dev, m.Idle}
+				i := slices.Index(sets, set)
+				if i < 0 {
+					if len(sets) == MaxDeviceSets {
+						return nil, p.errorf(ci, mi, nil, "more than %d distinct device and idle pairs in the policy; share one between matchers", MaxDeviceSets)
+					}
+					ranges, msg, err := resolveDevice(field, dev)
+					if msg != "" {
+						e := p.errorf(ci, mi, nil, "%s", msg)
+						if errors.Is(err, errNoDevice) {
+							e.kind = ErrDeviceNotFound
+						}
+						e.err = err
+						return nil, e
+					}
+					if len(t.DeviceRanges)+len(ranges) > MaxDeviceRanges {
+						return nil, p.errorf(ci, mi, nil, "%s %q makes %d device ranges in the policy; at most %d are supported: name the devices by number (e.g. \"195:*\")",
+							field, dev, len(t.DeviceRanges)+len(ranges), MaxDeviceRanges)
+					}
+					i = len(sets)
+					sets = append(sets, set)
+					t.DeviceSetIdle = append(t.DeviceSetIdle, uint64(m.Idle.Nanoseconds()))
+					for _, dr := range ranges {
+						dr.DevSet = uint32(i)
+						t.DeviceRanges = append(t.DeviceRanges, dr)
+					}
+				}
+				r.Kinds |= kind
+				r.DevSet = uint32(i)
+			}
 			t.Rules = append(t.Rules, r)
 		}
 	}
 	return t, nil
+}
+
+// device returns the matcher's device value, its field name and its kind,
+// or "" when it has none.
+func (m Matcher) device() (value, field string, kind MatchKind) {
+	switch {
+	case m.Device != "":
+		return m.Device, "device", MatchDevice
+	case m.DeviceProcess != "":
+		return m.DeviceProcess, "device_process", MatchDeviceProcess
+	}
+	return "", "", 0
 }
 
 // setComm fills a comm buffer and returns kind if s is set. Validate has

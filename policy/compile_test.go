@@ -92,7 +92,7 @@ func TestCompileAllKinds(t *testing.T) {
 	if r.Pcomm != comm("leader") || r.PcommLen != 6 || r.PID != 10 || r.TGID != 20 {
 		t.Errorf("rule = %+v", r)
 	}
-	if got := MatchKind(0x1ff).String(); got != "comm_prefix|comm|process_comm_prefix|process_comm|pid|tgid|cgroup|sched_ext|0x100" {
+	if got := MatchKind(0x7ff).String(); got != "comm_prefix|comm|process_comm_prefix|process_comm|pid|tgid|cgroup|sched_ext|device|device_process|0x400" {
 		t.Errorf("MatchKind.String = %q", got)
 	}
 }

@@ -18,6 +18,8 @@ var (
 	// ErrCgroupNotFound: a cgroup matcher names a cgroup that does not
 	// exist under the cgroup root given to Compile.
 	ErrCgroupNotFound = errors.New("cgroup not found")
+	// ErrDeviceNotFound: a device matcher's glob matches no device node.
+	ErrDeviceNotFound = errors.New("device not found")
 )
 
 // Error says what is wrong with a policy and where. Its message is one line:

@@ -18,7 +18,8 @@ import (
 var cNames = map[string]string{
 	"ClassID": "class_id", "Kinds": "kinds", "Comm": "comm", "Pcomm": "pcomm",
 	"CommLen": "comm_len", "PcommLen": "pcomm_len", "PID": "pid", "TGID": "tgid",
-	"CgroupID": "cgroup_id", "CgroupLevel": "cgroup_level", "_": "_pad",
+	"CgroupID": "cgroup_id", "CgroupLevel": "cgroup_level", "DevSet": "devset", "_": "_pad",
+	"Lo": "lo", "Hi": "hi", "Block": "block",
 	"SliceNs": "slice_ns", "Weight": "weight", "HighPriority": "high_priority", "Preempt": "preempt",
 }
 
@@ -41,7 +42,7 @@ func TestLayout(t *testing.T) {
 	wantRule := []member{
 		{"class_id", 0, 4}, {"kinds", 4, 4}, {"comm", 8, 16}, {"pcomm", 24, 16},
 		{"comm_len", 40, 4}, {"pcomm_len", 44, 4}, {"pid", 48, 4}, {"tgid", 52, 4},
-		{"cgroup_id", 56, 8}, {"cgroup_level", 64, 4}, {"_pad", 68, 4},
+		{"cgroup_id", 56, 8}, {"cgroup_level", 64, 4}, {"devset", 68, 4},
 	}
 	if diff := cmp.Diff(wantRule, goLayout(reflect.TypeFor[Rule]())); diff != "" {
 		t.Errorf("Rule layout (-want +got):\n%s", diff)
@@ -62,9 +63,15 @@ func TestLayout(t *testing.T) {
 		t.Errorf("ClassConfig: size %d; want 16", unsafe.Sizeof(c))
 	}
 
+	// struct hl_dev_range in classify.bpf.h.
+	wantRange := []member{{"lo", 0, 4}, {"hi", 4, 4}, {"devset", 8, 4}, {"block", 12, 4}}
+	if diff := cmp.Diff(wantRange, goLayout(reflect.TypeFor[DeviceRange]())); diff != "" {
+		t.Errorf("DeviceRange layout (-want +got):\n%s", diff)
+	}
+
 	// cilium/ebpf's Variable.Set encodes like encoding/binary, which must
 	// see no implicit padding: its size must equal the memory size.
-	for _, v := range []any{Rule{}, ClassConfig{}, [MaxRules]Rule{}, [MaxClasses]ClassConfig{}} {
+	for _, v := range []any{Rule{}, ClassConfig{}, DeviceRange{}, [MaxRules]Rule{}, [MaxClasses]ClassConfig{}, [MaxDeviceRanges]DeviceRange{}} {
 		if got, want := binary.Size(v), int(reflect.TypeOf(v).Size()); got != want {
 			t.Errorf("binary.Size(%T) = %d; want %d", v, got, want)
 		}
@@ -112,7 +119,7 @@ func TestLayoutMatchesBTF(t *testing.T) {
 			t.Errorf("%s: %v", obj, err)
 			continue
 		}
-		for name, goType := range map[string]reflect.Type{"hl_rule": reflect.TypeFor[Rule](), "hl_class": reflect.TypeFor[ClassConfig]()} {
+		for name, goType := range map[string]reflect.Type{"hl_rule": reflect.TypeFor[Rule](), "hl_class": reflect.TypeFor[ClassConfig](), "hl_dev_range": reflect.TypeFor[DeviceRange]()} {
 			var s *btf.Struct
 			if err := spec.TypeByName(name, &s); err != nil {
 				continue // this object does not use it
@@ -142,6 +149,7 @@ func TestLayoutMatchesBTF(t *testing.T) {
 				"HL_MATCH_PCOMM_PREFIX": MatchPcommPrefix, "HL_MATCH_PCOMM_EXACT": MatchPcommExact,
 				"HL_MATCH_PID": MatchPID, "HL_MATCH_TGID": MatchTGID,
 				"HL_MATCH_CGROUP": MatchCgroup, "HL_MATCH_SCHED_EXT": MatchSchedExt,
+				"HL_MATCH_DEVICE": MatchDevice, "HL_MATCH_DEVICE_PROCESS": MatchDeviceProcess,
 			}
 			got := map[string]MatchKind{}
 			for _, v := range e.Values {
@@ -152,9 +160,11 @@ func TestLayoutMatchesBTF(t *testing.T) {
 			}
 		}
 		var v *btf.Var
-		if err := spec.TypeByName("hl_rules", &v); err == nil {
-			if a, ok := btf.UnderlyingType(v.Type).(*btf.Array); !ok || a.Nelems != MaxRules {
-				t.Errorf("%s: hl_rules is %v; want an array of %d", obj, v.Type, MaxRules)
+		for name, n := range map[string]uint32{"hl_rules": MaxRules, "hl_dev_ranges": MaxDeviceRanges, "hl_devset_idle_ns": MaxDeviceSets} {
+			if err := spec.TypeByName(name, &v); err == nil {
+				if a, ok := btf.UnderlyingType(v.Type).(*btf.Array); !ok || a.Nelems != n {
+					t.Errorf("%s: %s is %v; want an array of %d", obj, name, v.Type, n)
+				}
 			}
 		}
 	}

@@ -111,6 +111,9 @@ type rawMatcher struct {
 	TGID              *int64  `json:"tgid"`
 	Cgroup            *string `json:"cgroup"`
 	SchedExt          *bool   `json:"sched_ext"`
+	Device            *string `json:"device"`
+	DeviceProcess     *string `json:"device_process"`
+	Idle              *string `json:"idle"`
 }
 
 // policy applies defaults and converts, rejecting explicit values that the
@@ -163,11 +166,14 @@ func (r rawMatcher) matcher() (Matcher, string) {
 		ProcessComm:       deref(r.ProcessComm),
 		Cgroup:            deref(r.Cgroup),
 		SchedExt:          deref(r.SchedExt),
+		Device:            deref(r.Device),
+		DeviceProcess:     deref(r.DeviceProcess),
 	}
 	for _, s := range []struct {
 		name string
 		v    *string
-	}{{"comm_prefix", r.CommPrefix}, {"comm", r.Comm}, {"process_comm_prefix", r.ProcessCommPrefix}, {"process_comm", r.ProcessComm}, {"cgroup", r.Cgroup}} {
+	}{{"comm_prefix", r.CommPrefix}, {"comm", r.Comm}, {"process_comm_prefix", r.ProcessCommPrefix}, {"process_comm", r.ProcessComm}, {"cgroup", r.Cgroup},
+		{"device", r.Device}, {"device_process", r.DeviceProcess}, {"idle", r.Idle}} {
 		if s.v != nil && *s.v == "" {
 			return m, fmt.Sprintf("%s is empty; give a name or leave the field out", s.name)
 		}
@@ -187,6 +193,16 @@ func (r rawMatcher) matcher() (Matcher, string) {
 	}
 	if r.SchedExt != nil && !*r.SchedExt {
 		return m, `"sched_ext": false cannot be matched; leave the field out to match tasks of any scheduling policy`
+	}
+	if r.Idle != nil {
+		d, err := time.ParseDuration(*r.Idle)
+		if err != nil {
+			return m, fmt.Sprintf(`idle %q is not a duration; write e.g. "30s" or "5m"`, *r.Idle)
+		}
+		if d <= 0 {
+			return m, fmt.Sprintf(`idle %q must be positive; leave it out to match for the task's life`, *r.Idle)
+		}
+		m.Idle = d
 	}
 	return m, ""
 }
@@ -432,6 +448,10 @@ func typeMessage(te *json.UnmarshalTypeError) string {
 	switch {
 	case field == "slice":
 		want = `a duration string such as "2ms"`
+	case field == "idle":
+		want = `a duration string such as "30s"`
+	case field == "device" || field == "device_process":
+		want = `a string such as "/dev/nvidia*" or "195:*"`
 	case field == "pid" || field == "tgid" || field == "weight":
 		want = "a whole number"
 	default:

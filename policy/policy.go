@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"slices"
@@ -82,11 +83,36 @@ type Matcher struct {
 	Cgroup string `json:"cgroup,omitempty"`
 	// SchedExt matches tasks that chose SCHED_EXT with sched_setscheduler.
 	SchedExt bool `json:"sched_ext,omitempty"`
+	// Device matches a thread once it has opened a device, or issued an
+	// ioctl on one: a path glob such as "/dev/nvidia*" (the device nodes
+	// it matches when the policy is compiled) or character-device numbers,
+	// "MAJOR:MINOR", "MAJOR:FIRST-LAST" or "MAJOR:*".
+	Device string `json:"device,omitempty"`
+	// DeviceProcess is Device for a whole process: every thread of a
+	// process one of whose threads used the device.
+	DeviceProcess string `json:"device_process,omitempty"`
+	// Idle, with Device or DeviceProcess, ends the match this long after
+	// the last use; 0 keeps it for the task's life.
+	Idle time.Duration `json:"-"`
 }
 
 // matcherFields lists the JSON names of Matcher's fields, for error messages.
 func matcherFields() []string {
-	return []string{"comm_prefix", "comm", "process_comm_prefix", "process_comm", "pid", "tgid", "cgroup", "sched_ext"}
+	return []string{"comm_prefix", "comm", "process_comm_prefix", "process_comm", "pid", "tgid", "cgroup", "sched_ext", "device", "device_process", "idle"}
+}
+
+// MarshalJSON writes the matcher in the policy file format, idle as a
+// duration string.
+func (m Matcher) MarshalJSON() ([]byte, error) {
+	type plain Matcher // without this method
+	v := struct {
+		plain
+		Idle string `json:"idle,omitempty"`
+	}{plain: plain(m)}
+	if m.Idle > 0 {
+		v.Idle = m.Idle.String()
+	}
+	return json.Marshal(v)
 }
 
 func (m Matcher) empty() bool { return m == Matcher{} }
@@ -213,7 +239,8 @@ func checkName(name string) string {
 // checkMatcher returns what is wrong with a matcher, or "".
 func checkMatcher(m Matcher) string {
 	if m.empty() {
-		return "the matcher has no fields; give at least one of " + strings.Join(matcherFields(), ", ")
+		// idle is not a test of its own.
+		return "the matcher has no fields; give at least one of " + strings.Join(slices.DeleteFunc(matcherFields(), func(f string) bool { return f == "idle" }), ", ")
 	}
 	// struct hl_rule has one buffer for the thread comm and one for the
 	// leader comm, so a matcher can hold an exact or a prefix test, not both.
@@ -238,7 +265,26 @@ func checkMatcher(m Matcher) string {
 		return fmt.Sprintf("tgid %d is above the kernel's limit of %d", m.TGID, MaxPID)
 	}
 	if m.Cgroup != "" {
-		return checkCgroupPath(m.Cgroup)
+		if err := checkCgroupPath(m.Cgroup); err != "" {
+			return err
+		}
+	}
+	var msg string
+	switch {
+	case m.Device != "" && m.DeviceProcess != "":
+		msg = `both device and device_process are set; keep one (device_process matches the whole process)`
+	case m.Device != "":
+		msg = checkDevice("device", m.Device)
+	case m.DeviceProcess != "":
+		msg = checkDevice("device_process", m.DeviceProcess)
+	case m.Idle != 0:
+		msg = `idle is set without device or device_process; it says when a device matcher stops matching`
+	}
+	if msg != "" {
+		return msg
+	}
+	if m.Idle < 0 || (m.Idle > 0 && (m.Idle < MinIdle || m.Idle > MaxIdle)) {
+		return fmt.Sprintf("idle %v is out of range; use %v to %v, or leave it out to match for the task's life", m.Idle, MinIdle, MaxIdle)
 	}
 	return ""
 }

@@ -13,6 +13,9 @@ var (
 	ErrUnsupportedKernel = errors.New("unsupported sched_ext kfunc generation")
 	// ErrPermission: loading needs privileges the process lacks.
 	ErrPermission = errors.New("loading a BPF scheduler needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
+	// ErrDeviceHooks: the policy has device matchers, and the kernel
+	// would not load or attach the fentry programs that see device use.
+	ErrDeviceHooks = errors.New("the policy's device matchers need fentry programs on security_file_open and security_file_ioctl, which this kernel refused; use a policy without device matchers here")
 	// ErrNoCost: Cost on a scheduler loaded without Config.MeasureCost.
 	ErrNoCost = errors.New("scheduler loaded without MeasureCost")
 )

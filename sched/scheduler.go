@@ -101,7 +101,8 @@ func Tick() (time.Duration, error) {
 type Scheduler struct {
 	coll      *ebpf.Collection
 	link      link.Link
-	stats     io.Closer // BPF run-time statistics, with Config.MeasureCost
+	devLinks  []link.Link // the device matchers' hooks, if the policy has any
+	stats     io.Closer   // BPF run-time statistics, with Config.MeasureCost
 	classes   []string
 	exitKinds map[int64]string
 	header    report.Header // of every Stats, from when it was enabled
@@ -172,6 +173,9 @@ func Load(cfg Config) (*Scheduler, error) {
 		Programs: ebpf.ProgramOptions{KernelTypes: kernel},
 	})
 	if err != nil {
+		if cfg.Table.HasDeviceRules() && strings.Contains(err.Error(), "program hl_device_") {
+			return nil, fmt.Errorf("%w: %v", ErrDeviceHooks, err)
+		}
 		return nil, explainLoadError(err)
 	}
 	var stats io.Closer
@@ -181,8 +185,18 @@ func Load(cfg Config) (*Scheduler, error) {
 			return nil, err
 		}
 	}
+	// Device uses are noted before the policy acts on them.
+	devLinks, err := attachDeviceHooks(coll)
+	if err != nil {
+		if stats != nil {
+			stats.Close()
+		}
+		coll.Close()
+		return nil, err
+	}
 	l, err := link.AttachStructOps(link.StructOpsOptions{Map: coll.Maps[structOpsName]})
 	if err != nil {
+		closeLinks(devLinks)
 		if stats != nil {
 			stats.Close()
 		}
@@ -192,6 +206,7 @@ func Load(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		coll:      coll,
 		link:      l,
+		devLinks:  devLinks,
 		stats:     stats,
 		classes:   cfg.Table.Names,
 		exitKinds: exitKindNames(kernel),
@@ -210,15 +225,16 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
 	if cpus > maxCPUs {
 		return fmt.Errorf("%d possible CPUs: hotlane is built for at most %d", cpus, maxCPUs)
 	}
-	vars := map[string]any{
-		"hl_rules":          cfg.Table.RulesArray(),
-		"hl_nr_rules":       cfg.Table.NrRules(),
-		"hl_rule_kinds":     cfg.Table.RuleKinds(),
-		"hl_classes":        cfg.Table.ClassesArray(),
-		"hl_nr_classes":     cfg.Table.NrClasses(),
-		"starvation_ns":     uint64(cfg.Starvation.Nanoseconds()),
-		"nr_cpus":           uint32(cpus),
-		"debug_error_after": cfg.DebugErrorAfter,
+	vars := cfg.Table.BPFVariables()
+	vars["hl_classes"] = cfg.Table.ClassesArray()
+	vars["starvation_ns"] = uint64(cfg.Starvation.Nanoseconds())
+	vars["nr_cpus"] = uint32(cpus)
+	vars["debug_error_after"] = cfg.DebugErrorAfter
+	if !cfg.Table.HasDeviceRules() {
+		// Nothing to note: the device hooks are not even loaded.
+		for _, name := range deviceHooks() {
+			delete(spec.Programs, name)
+		}
 	}
 	for name, v := range vars {
 		vs, ok := spec.Variables[name]
@@ -240,6 +256,35 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
 		"flags":      flags,
 		"timeout_ms": uint64(cfg.Timeout.Milliseconds()),
 	})
+}
+
+// deviceHooks returns the programs that note device opens and ioctls for
+// the policy's device matchers (sched.bpf.c).
+func deviceHooks() []string { return []string{"hl_device_open", "hl_device_ioctl"} }
+
+// attachDeviceHooks attaches the device hooks the collection has (none
+// for a policy without device matchers). On error none stays attached.
+func attachDeviceHooks(coll *ebpf.Collection) ([]link.Link, error) {
+	var links []link.Link
+	for _, name := range deviceHooks() {
+		prog := coll.Programs[name]
+		if prog == nil {
+			continue
+		}
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		if err != nil {
+			closeLinks(links)
+			return nil, fmt.Errorf("%w: attach %s: %v", ErrDeviceHooks, name, err)
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+func closeLinks(links []link.Link) {
+	for _, l := range links {
+		l.Close()
+	}
 }
 
 // patchStructOps overwrites integer members of the struct_ops value, found
@@ -360,6 +405,7 @@ func (s *Scheduler) Exited() (ExitInfo, bool, error) {
 // Close disables the scheduler, unloads it and returns why it ended.
 func (s *Scheduler) Close() (ExitInfo, error) {
 	errLink := s.link.Close()
+	closeLinks(s.devLinks)
 	info, _, errExit := s.Exited()
 	if s.stats != nil {
 		s.stats.Close()

@@ -61,6 +61,10 @@ type Stats struct {
 	// (task storage unavailable): those tasks were classified afresh,
 	// correctly but at a higher cost.
 	ClassifyUncached uint64 `json:"classify_uncached"`
+	// DeviceUsesLost counts device opens and ioctls that a device matcher
+	// should have noted but could not (task storage unavailable): the
+	// task joins the device's class only at a later use.
+	DeviceUsesLost uint64 `json:"device_uses_lost"`
 }
 
 // Stats reads the counters.
@@ -90,6 +94,9 @@ func (s *Scheduler) Stats() (Stats, error) {
 	st.Elapsed = now.Sub(s.header.StartedAt)
 	if err := s.coll.Variables["hl_classify_storage_failures"].Get(&st.ClassifyUncached); err != nil {
 		return Stats{}, fmt.Errorf("read classifier failures: %w", err)
+	}
+	if err := s.coll.Variables["hl_dev_use_failures"].Get(&st.DeviceUsesLost); err != nil {
+		return Stats{}, fmt.Errorf("read lost device uses: %w", err)
 	}
 	return st, nil
 }
@@ -131,6 +138,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.FairResumed -= prev.FairResumed
 	d.CPUReleased -= prev.CPUReleased
 	d.ClassifyUncached -= prev.ClassifyUncached
+	d.DeviceUsesLost -= prev.DeviceUsesLost
 	return d
 }
 
@@ -144,6 +152,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
+	}
+	if s.DeviceUsesLost > 0 {
+		fmt.Fprintf(&b, " device-uses-lost %d", s.DeviceUsesLost)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())

@@ -16,7 +16,7 @@ type taskClassRecord struct {
 	Policy   uint32
 	ClassID  uint32
 	Valid    uint32
-	_        uint32
+	Devices  uint32 // device sets in use when classified: bit s thread, 8+s process
 	QueuedAt uint64 // when it last entered the fair queue (ns, CLOCK_MONOTONIC)
 }
 

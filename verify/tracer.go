@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -212,6 +213,13 @@ func hookPrograms(hook string, explain, causes bool) []hookProgram {
 		hookProgram{"rq_switch" + suffix, "sched_switch"})
 }
 
+// deviceHooks are the fentry programs that note device opens and ioctls
+// for the policy's device matchers, as the scheduler's own do.
+var deviceHooks = []hookProgram{
+	{"device_open", "security_file_open"},
+	{"device_ioctl", "security_file_ioctl"},
+}
+
 // sleepReturns are the fexit programs that end a timer-caused felt wait
 // at its sleep call's return, and the functions they hook.
 var sleepReturns = []hookProgram{
@@ -295,6 +303,14 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	// Load only this family's programs; the fexit ones come apart, last.
 	returnProgs := maps.Clone(spec.Programs)
 	want := hookPrograms(hook, cfg.Explain, !cfg.WaitOnly)
+	if cfg.Table.HasDeviceRules() {
+		// Task storage, where device uses are noted, needs trusted
+		// task pointers: raw tracepoints have none.
+		if hook == HookRawTP {
+			return nil, fmt.Errorf("%w: the policy's device matchers need the %s hooks; raw_tp cannot see which tasks use a device", ErrBadTracerConfig, HookTpBTF)
+		}
+		want = append(want, deviceHooks...)
+	}
 	for name := range spec.Programs {
 		if !slices.ContainsFunc(want, func(h hookProgram) bool { return h.prog == name }) {
 			delete(spec.Programs, name)
@@ -308,11 +324,8 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	copy(comm[:], cfg.FilterComm)
 	var tids [MaxFilterTIDs]uint32
 	copy(tids[:], cfg.FilterTIDs)
-	vars := map[string]any{
-		"hl_rules":        cfg.Table.RulesArray(),
-		"hl_nr_rules":     cfg.Table.NrRules(),
-		"hl_rule_kinds":   cfg.Table.RuleKinds(),
-		"hl_nr_classes":   cfg.Table.NrClasses(),
+	vars := cfg.Table.BPFVariables()
+	for name, v := range map[string]any{
 		"threshold_ns":    thresholds,
 		"threshold_view":  views,
 		"filter_tgid":     cfg.FilterTGID,
@@ -323,6 +336,8 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 		"per_task":        cfg.PerTask,
 		"explain":         cfg.Explain,
 		"kernel_has_ext":  scx.Present,
+	} {
+		vars[name] = v
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -353,6 +368,9 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
+		if cfg.Table.HasDeviceRules() && strings.Contains(err.Error(), "program device_") {
+			return nil, fmt.Errorf("the policy's device matchers need fentry programs on security_file_open and security_file_ioctl, which this kernel refused: %w", err)
+		}
 		return nil, err
 	}
 	t := &Tracer{coll: coll, Hook: hook, classes: cfg.Table.Names, FeltEnd: FeltToSwitchIn}
@@ -603,6 +621,9 @@ type Counters struct {
 	TaskTableFull    uint64 `json:"task_table_full"`
 	RingbufDrops     uint64 `json:"ringbuf_drops"`
 	ClassifyUncached uint64 `json:"classify_uncached"`
+	// DeviceUsesLost are device opens and ioctls a device matcher could
+	// not note (task storage full): the task joined its class late.
+	DeviceUsesLost uint64 `json:"device_uses_lost"`
 	// UnmeasuredWaits are waits (of the tasks the filters select) that
 	// began or ended at a context switch the kernel did not report to
 	// sched_switch probes; they are counted from the kernel's own per-task
@@ -695,6 +716,9 @@ func (t *Tracer) counters() (Counters, int, error) {
 	}
 	if err := t.coll.Variables["hl_classify_storage_failures"].Get(&sum.ClassifyUncached); err != nil {
 		return sum, 0, fmt.Errorf("read classifier failures: %w", err)
+	}
+	if err := t.coll.Variables["hl_dev_use_failures"].Get(&sum.DeviceUsesLost); err != nil {
+		return sum, 0, fmt.Errorf("read lost device uses: %w", err)
 	}
 	return sum, len(perCPU), nil
 }

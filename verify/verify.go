@@ -248,6 +248,7 @@ func (c Counters) losses() report.Losses {
 		{What: "samples not in the per-task table, which was full (class and CPU figures are complete; raise --max-tasks)", Count: c.TaskTableFull, Partial: true},
 		{What: "waits not measured (the kernel did not report a switch that began or ended them)", Count: c.UnmeasuredWaits},
 		{What: "waits whose start was not seen", Count: c.UnstampedWaits},
+		{What: "device uses not noted for device matchers (task storage full; those tasks joined their class late)", Count: c.DeviceUsesLost},
 	}
 }
 

@@ -13,9 +13,19 @@
  *
  * Classifying on every event would cost a rule walk per sched_switch, so the
  * result is cached in task-local storage together with what it was computed
- * from (comm, group leader comm, cgroup, scheduling policy). A prctl(PR_SET_NAME) or a cgroup
- * move changes one of those and the next event reclassifies the task; pid
+ * from (comm, group leader comm, cgroup, scheduling policy, the devices in
+ * use). A prctl(PR_SET_NAME), a cgroup move or a device touched or left
+ * idle changes one of those and the next event reclassifies the task; pid
  * reuse cannot return a stale class because the storage dies with the task.
+ *
+ * Device matchers put a thread (device) or its whole process
+ * (device_process) in a class once it has opened a device of a set, or
+ * issued an ioctl on one: hl_device_used(), called from fentry programs on
+ * security_file_open() and security_file_ioctl(), stamps the thread's and
+ * the group leader's task storage with the time. A set with an idle time
+ * stops matching that long after the last use. The identity is the file's
+ * inode (i_rdev of a character or block device), as the ioctl probe reads
+ * it, so a device is the same whoever looks.
  */
 #ifndef HOTLANE_CLASSIFY_BPF_H
 #define HOTLANE_CLASSIFY_BPF_H
@@ -35,6 +45,8 @@ enum hl_match_kind {
 	HL_MATCH_TGID         = 1 << 5, /* process id */
 	HL_MATCH_CGROUP       = 1 << 6, /* in cgroup v2 cgroup_id or below it */
 	HL_MATCH_SCHED_EXT    = 1 << 7, /* task chose SCHED_EXT with sched_setscheduler */
+	HL_MATCH_DEVICE       = 1 << 8, /* the thread used a device of set devset */
+	HL_MATCH_DEVICE_PROCESS = 1 << 9, /* a thread of its process did */
 };
 
 struct hl_rule {
@@ -48,7 +60,7 @@ struct hl_rule {
 	__u32 tgid;
 	__u64 cgroup_id;	/* kernfs id (inode number) of the cgroup directory */
 	__u32 cgroup_level;	/* its depth below the root, to find the ancestor */
-	__u32 _pad;
+	__u32 devset;		/* for HL_MATCH_DEVICE*: index in hl_devset_idle_ns */
 };
 
 /* Set by the loader before load; const so the verifier sees the bounds. */
@@ -60,7 +72,32 @@ const volatile __u32 hl_nr_classes = 1;
 const volatile __u32 hl_rule_kinds = 0xffffffff;
 #define HL_NEEDS_PCOMM (hl_rule_kinds & (HL_MATCH_PCOMM_PREFIX | HL_MATCH_PCOMM_EXACT))
 #define HL_NEEDS_CGROUP (hl_rule_kinds & HL_MATCH_CGROUP)
+#define HL_NEEDS_DEVICE_THREAD (hl_rule_kinds & HL_MATCH_DEVICE)
+#define HL_NEEDS_DEVICE_PROCESS (hl_rule_kinds & HL_MATCH_DEVICE_PROCESS)
 const volatile struct hl_rule hl_rules[HL_MAX_RULES];
+
+/*
+ * Device sets. A range is devices lo..hi of one kind, as the kernel's
+ * dev_t (major << 20 | minor); each belongs to one set, and a set is one
+ * device matcher's devices and idle time. Mirrored by policy.DeviceRange.
+ */
+#define HL_MAX_DEVSETS 8
+#define HL_MAX_DEV_RANGES 32
+#define HL_DEV_CHAR 0
+#define HL_DEV_BLOCK 1
+
+struct hl_dev_range {
+	__u32 lo;
+	__u32 hi;
+	__u32 devset;
+	__u32 block;	/* HL_DEV_BLOCK for block devices, else character */
+};
+
+const volatile struct hl_dev_range hl_dev_ranges[HL_MAX_DEV_RANGES];
+const volatile __u32 hl_nr_dev_ranges;
+const volatile __u32 hl_nr_devsets;
+/* How long after its last use a set stops matching a task; 0: never. */
+const volatile __u64 hl_devset_idle_ns[HL_MAX_DEVSETS];
 
 /* What a cached class was computed from. */
 struct hl_task_class {
@@ -70,7 +107,7 @@ struct hl_task_class {
 	__u32 policy;
 	__u32 class_id;
 	__u32 valid;
-	__u32 _pad;
+	__u32 devices;		/* hl_task_identity.devices */
 	/* When the scheduler last put the task in its fair queue. */
 	__u64 queued_at;
 };
@@ -86,6 +123,30 @@ struct {
  * then classified afresh on every event instead of being misclassified. */
 __u64 hl_classify_storage_failures;
 
+/* When a thread, or a thread of a process, last used a device of each set. */
+struct hl_dev_use {
+	__u64 at[HL_MAX_DEVSETS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct hl_dev_use);
+} hl_dev_threads SEC(".maps");
+
+/* Keyed by the group leader, so every thread of a process finds it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct hl_dev_use);
+} hl_dev_procs SEC(".maps");
+
+/* Device uses that could not be recorded (no memory for task storage):
+ * the task is not in the device's class until a later use is recorded. */
+__u64 hl_dev_use_failures;
+
 /*
  * What rules look at, read once per classification. Everything is read with
  * CO-RE probe reads, so the same code serves trusted pointers (tp_btf,
@@ -99,6 +160,9 @@ struct hl_task_identity {
 	__u32 pid;
 	__u32 tgid;
 	__u32 policy;
+	/* Device sets in use: bit s for the thread, bit 8 + s for its process.
+	 * Known only for trusted task pointers (hl_device_bits); 0 otherwise. */
+	__u32 devices;
 };
 
 static __always_inline void hl_read_identity(struct task_struct *p, struct hl_task_identity *id)
@@ -179,6 +243,10 @@ static __always_inline __u32 hl_classify_identity(const struct hl_task_identity 
 			continue;
 		if ((k & HL_MATCH_CGROUP) && !hl_cgroup_match(id->cgroup, r->cgroup_id, r->cgroup_level))
 			continue;
+		if ((k & HL_MATCH_DEVICE) && !(id->devices & (1U << (r->devset & 7))))
+			continue;
+		if ((k & HL_MATCH_DEVICE_PROCESS) && !(id->devices & (1U << (8 + (r->devset & 7)))))
+			continue;
 		return r->class_id;
 	}
 	return hl_nr_classes - 1;
@@ -199,7 +267,7 @@ static __always_inline __u32 hl_class_in(struct hl_task_class *c, const struct h
 
 	if (c && c->valid && c->comm[0] == id->comm[0] && c->comm[1] == id->comm[1] &&
 	    c->pcomm[0] == id->pcomm[0] && c->pcomm[1] == id->pcomm[1] &&
-	    c->cgroup_id == id->cgroup_id && c->policy == id->policy)
+	    c->cgroup_id == id->cgroup_id && c->policy == id->policy && c->devices == id->devices)
 		return c->class_id;
 
 	class_id = hl_classify_identity(id);
@@ -213,13 +281,122 @@ static __always_inline __u32 hl_class_in(struct hl_task_class *c, const struct h
 	c->pcomm[1] = id->pcomm[1];
 	c->cgroup_id = id->cgroup_id;
 	c->policy = id->policy;
+	c->devices = id->devices;
 	c->class_id = class_id;
 	c->valid = 1;
 	return class_id;
 }
 
-static __always_inline __u32 hl_classify_cached(struct task_struct *p, const struct hl_task_identity *id)
+/* The device sets of u still in use at now, as bits from bit shift. */
+static __always_inline __u32 hl_dev_live(const struct hl_dev_use *u, __u64 now, __u32 shift)
 {
+	__u32 bits = 0;
+
+	for (__u32 s = 0; s < HL_MAX_DEVSETS; s++) {
+		__u64 idle;
+
+		if (s >= hl_nr_devsets)
+			break;
+		idle = hl_devset_idle_ns[s];
+		if (u->at[s] && (!idle || now - u->at[s] < idle))
+			bits |= 1U << (s + shift);
+	}
+	return bits;
+}
+
+/*
+ * hl_device_bits fills id->devices for a trusted task pointer: the device
+ * sets the thread, and its process, used recently enough. Nothing is read
+ * unless some rule matches on devices.
+ */
+static __always_inline void hl_device_bits(struct task_struct *p, struct hl_task_identity *id)
+{
+	struct hl_dev_use *u;
+	struct task_struct *leader;
+	__u64 now;
+
+	if (!HL_NEEDS_DEVICE_THREAD && !HL_NEEDS_DEVICE_PROCESS)
+		return;
+	now = bpf_ktime_get_ns();
+	if (HL_NEEDS_DEVICE_THREAD) {
+		u = bpf_task_storage_get(&hl_dev_threads, p, NULL, 0);
+		if (u)
+			id->devices |= hl_dev_live(u, now, 0);
+	}
+	if (HL_NEEDS_DEVICE_PROCESS) {
+		leader = p->group_leader;
+		u = leader ? bpf_task_storage_get(&hl_dev_procs, leader, NULL, 0) : NULL;
+		if (u)
+			id->devices |= hl_dev_live(u, now, 8);
+	}
+}
+
+/* Stamps u with now for every set in sets. */
+static __always_inline void hl_dev_stamp(struct hl_dev_use *u, __u32 sets, __u64 now)
+{
+	for (__u32 s = 0; s < HL_MAX_DEVSETS; s++)
+		if (sets & (1U << s))
+			u->at[s] = now;
+}
+
+#define HL_S_IFMT 00170000 /* include/uapi/linux/stat.h */
+#define HL_S_IFCHR 0020000
+#define HL_S_IFBLK 0060000
+
+/*
+ * hl_device_used records that the current thread opened f or issued an
+ * ioctl on it, if f is a device of some set. For fentry programs on
+ * security_file_open() and security_file_ioctl(), whose file argument is
+ * a trusted pointer.
+ */
+static __always_inline void hl_device_used(struct file *f)
+{
+	struct inode *inode = f ? f->f_inode : NULL;
+	struct task_struct *task, *leader;
+	struct hl_dev_use *u;
+	__u32 mode, rdev, block, sets = 0;
+	__u64 now;
+
+	if (!inode)
+		return;
+	mode = inode->i_mode & HL_S_IFMT;
+	if (mode != HL_S_IFCHR && mode != HL_S_IFBLK)
+		return;
+	block = mode == HL_S_IFBLK ? HL_DEV_BLOCK : HL_DEV_CHAR;
+	rdev = inode->i_rdev;
+	for (__u32 i = 0; i < HL_MAX_DEV_RANGES; i++) {
+		const volatile struct hl_dev_range *r = &hl_dev_ranges[i];
+
+		if (i >= hl_nr_dev_ranges)
+			break;
+		if (r->block == block && rdev >= r->lo && rdev <= r->hi)
+			sets |= 1U << (r->devset & 7);
+	}
+	if (!sets)
+		return;
+	now = bpf_ktime_get_ns();
+	task = bpf_get_current_task_btf();
+	if (HL_NEEDS_DEVICE_THREAD) {
+		u = bpf_task_storage_get(&hl_dev_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (u)
+			hl_dev_stamp(u, sets, now);
+		else
+			__sync_fetch_and_add(&hl_dev_use_failures, 1);
+	}
+	if (HL_NEEDS_DEVICE_PROCESS) {
+		leader = task->group_leader;
+		u = leader ? bpf_task_storage_get(&hl_dev_procs, leader, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE) : NULL;
+		if (u)
+			hl_dev_stamp(u, sets, now);
+		else
+			__sync_fetch_and_add(&hl_dev_use_failures, 1);
+	}
+}
+
+/* For trusted task pointers: with the device sets in use, through the cache. */
+static __always_inline __u32 hl_classify_cached(struct task_struct *p, struct hl_task_identity *id)
+{
+	hl_device_bits(p, id);
 	return hl_class_in(bpf_task_storage_get(&hl_task_classes, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE), id);
 }
 
@@ -261,6 +438,7 @@ static __always_inline __u32 hl_classify(struct task_struct *p, struct hl_task_c
 	struct hl_task_class *c;
 
 	hl_read_identity_trusted(p, &id);
+	hl_device_bits(p, &id);
 	c = bpf_task_storage_get(&hl_task_classes, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	*ctx = c;
 	return hl_class_in(c, &id);
