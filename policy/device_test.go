@@ -155,3 +155,36 @@ func TestDeviceMatcherRoundTrip(t *testing.T) {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 }
+
+// The README's inference-server policy is the one in testdata, and it
+// loads on any machine: its devices are numbers, not globs.
+func TestInferenceServerExample(t *testing.T) {
+	path := filepath.Join("testdata", "inference-server.json")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```json\n"+string(text)+"```") {
+		t.Errorf("README.md does not show %s as it is", path)
+	}
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := p.Compile("/nonexistent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []DeviceRange{
+		{Lo: dev(195, 0), Hi: dev(195, 253), DevSet: 0},
+		{Lo: dev(226, 128), Hi: dev(226, 255), DevSet: 1},
+		{Lo: dev(261, 0), Hi: dev(261, 1<<20-1), DevSet: 2},
+	}
+	if diff := cmp.Diff(want, tab.DeviceRanges); diff != "" {
+		t.Errorf("DeviceRanges (-want +got):\n%s", diff)
+	}
+}

@@ -26,9 +26,13 @@
 // A class matches when any of its matchers does; a matcher matches when all
 // of its fields hold: comm_prefix, comm (the thread's name), process_comm_prefix,
 // process_comm (the group leader's name), pid, tgid, cgroup (a cgroup v2 path
-// relative to the cgroup2 mount; the task is in it or below it) and sched_ext
-// (true: the task chose SCHED_EXT). Names are compared as bytes, at most 15.
-// Each matcher becomes one BPF rule; a policy has at most 32.
+// relative to the cgroup2 mount; the task is in it or below it), sched_ext
+// (true: the task chose SCHED_EXT), device (the thread opened, or issued an
+// ioctl on, a device: a path glob resolved at Compile, or "MAJOR:MINOR",
+// "MAJOR:FIRST-LAST", "MAJOR:*") and device_process (a thread of its process
+// did), each with an optional idle time after which the match ends. Names
+// are compared as bytes, at most 15. Each matcher becomes one BPF rule; a
+// policy has at most 32, and at most 8 distinct device and idle pairs.
 //
 // The last class is the catch-all: it has no matchers and every other class
 // has some. Knobs and their defaults:

@@ -111,3 +111,85 @@ func mapValues(m map[string]report.ProgramCost) []report.ProgramCost {
 	}
 	return out
 }
+
+// What device matchers cost: the fentry hook's BPF run time per ioctl on a
+// device of the policy and on another device, and the time of the ioctl
+// call itself with no scheduler, with the default policy (no hooks) and
+// with a device policy, all in one boot; then the lane's callbacks under
+// the same load with and without a device matcher in the policy. A
+// benchmark: the figures are logged; it fails only if the hook missed an
+// ioctl.
+func TestGuestDeviceHookCost(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const n = 20000
+	ioctls := func(path string) time.Duration {
+		t.Helper()
+		fd, err := unix.Open(path, unix.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		start := time.Now()
+		for range n {
+			unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TCGETS, 0)
+		}
+		return time.Since(start) / n
+	}
+	byName := func(s *sched.Scheduler) map[string]report.ProgramCost {
+		t.Helper()
+		costs, err := s.Cost()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]report.ProgramCost{}
+		for _, c := range costs {
+			out[c.Program] = c
+		}
+		return out
+	}
+	sub := func(a, b report.ProgramCost) report.ProgramCost {
+		return report.ProgramCost{Program: a.Program, Runs: a.Runs - b.Runs, Total: a.Total - b.Total}
+	}
+
+	bare := ioctls("/dev/full")
+	s := load(t, policy.Default("infer"), sched.Config{MeasureCost: true})
+	plain := ioctls("/dev/full")
+	plainCallbacks := byName(s)
+	latencyUnder(t, 4*time.Second)
+	plainLane := byName(s)
+	s.Close()
+	waitState(t, "disabled", 5*time.Second)
+
+	p, err := policy.Parse("device-policy", []byte(`{"classes": [
+		{"name": "inference", "high_priority": true, "preempt": true, "match": [{"comm_prefix": "infer"}, {"device": "/dev/full", "idle": "30s"}]},
+		{"name": "normal"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = load(t, p, sched.Config{MeasureCost: true})
+	c0 := byName(s)
+	hooked := ioctls("/dev/full")
+	c1 := byName(s)
+	other := ioctls("/dev/null")
+	c2 := byName(s)
+	latencyUnder(t, 4*time.Second)
+	c3 := byName(s)
+
+	match, miss := sub(c1["hl_device_ioctl"], c0["hl_device_ioctl"]), sub(c2["hl_device_ioctl"], c1["hl_device_ioctl"])
+	t.Logf("hl_device_ioctl per ioctl: %v on a device of the policy (%d runs), %v on another (%d runs)", match.PerRun(), match.Runs, miss.PerRun(), miss.Runs)
+	t.Logf("ioctl(TCGETS) on /dev/full per call: %v without a scheduler, %v with the default policy, %v with a device policy (%.2fx); /dev/null %v",
+		bare, plain, hooked, float64(hooked)/float64(plain), other)
+	if match.Runs < n || miss.Runs < n {
+		t.Errorf("the ioctl hook ran %d and %d times for %d ioctls each", match.Runs, miss.Runs, n)
+	}
+	t.Logf("%-12s %16s %16s %9s", "callback", "default policy", "device policy", "ratio")
+	for _, cb := range []string{"select_cpu", "enqueue", "dispatch", "tick", "running", "stopping"} {
+		name := "hl_" + cb
+		a, b := sub(plainLane[name], plainCallbacks[name]), sub(c3[name], c2[name])
+		ratio := 0.0
+		if a.PerRun() > 0 {
+			ratio = float64(b.PerRun()) / float64(a.PerRun())
+		}
+		t.Logf("%-12s %16v %16v %8.2fx  (runs %d / %d)", cb, a.PerRun(), b.PerRun(), ratio, a.Runs, b.Runs)
+	}
+}

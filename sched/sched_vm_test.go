@@ -54,7 +54,7 @@ func TestVMKernel617(t *testing.T) {
 		// a released CPU (cpu_release to cpu_acquire) no lane target did
 		// not change that (max 35.3 and 49.8 ms), so the task reaches
 		// that CPU's queue some other way; not understood yet.
-		Run:    "^TestGuest(LoadUnload|RunStopsOnSignals|ClassificationFollowsComm|StarvationGuard|FaultLaneKeepsCPUWhenSliceEnds)$",
+		Run:    "^TestGuest(LoadUnload|RunStopsOnSignals|ClassificationFollowsComm|DeviceMatchersJoinTheLane|StarvationGuard|FaultLaneKeepsCPUWhenSliceEnds)$",
 		Kernel: "6.17", MultiThreadedTCG: true, Timeout: 10 * time.Minute,
 	})
 }
@@ -560,6 +560,9 @@ func TestGuestRefusalsLeaveNothingAttached(t *testing.T) {
 const sleeperEnv = "HOTLANE_TEST_SLEEPER"
 
 func TestMain(m *testing.M) {
+	if dev := os.Getenv(deviceChildEnv); dev != "" {
+		deviceChild(dev)
+	}
 	if os.Getenv(sleeperEnv) == "1" {
 		runtime.LockOSThread() // the main thread, whose tid is the pid, does the sleeping
 		for {

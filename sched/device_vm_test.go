@@ -1,0 +1,192 @@
+package sched_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/sched"
+	"github.com/hotlane/hotlane/verify"
+	"github.com/hotlane/hotlane/vm/vmtest"
+)
+
+// deviceChildEnv makes the test binary a process with two threads that
+// sleep in 1 ms steps: the main one, and a worker that prints its thread
+// id and, once a line arrives on stdin, opens the device named by the
+// variable and issues an ioctl on it.
+const deviceChildEnv = "HOTLANE_TEST_DEVICE_CHILD"
+
+func deviceChild(dev string) {
+	runtime.LockOSThread() // the main thread, whose tid is the pid
+	go func() {
+		runtime.LockOSThread()
+		fmt.Println(unix.Gettid())
+		go1 := make(chan struct{})
+		go func() {
+			bufio.NewReader(os.Stdin).ReadString('\n')
+			close(go1)
+		}()
+		for {
+			select {
+			case <-go1:
+				useDevice(dev)
+				go1 = nil
+			default:
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// useDevice opens path and issues an ioctl on it (TCGETS, which a memory
+// device refuses after the kernel's hooks have seen it).
+func useDevice(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TCGETS, 0); e != unix.ENOTTY {
+		return fmt.Errorf("ioctl(TCGETS) on %s: %v, want ENOTTY", path, e)
+	}
+	return nil
+}
+
+// classesAgree polls until the scheduler and the tracer both put each
+// thread in its class of want (the tracer by its latest sample of it).
+func classesAgree(t *testing.T, what string, s *sched.Scheduler, tr *verify.Tracer, want map[int]string) {
+	t.Helper()
+	deadline := time.Now().Add(hangDeadline)
+	for {
+		snap, err := tr.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		traced := map[int]string{}
+		for _, tk := range snap.Tasks {
+			traced[int(tk.PID)] = tk.Class
+		}
+		var wrong []string
+		for tid, class := range want {
+			got, err := s.TaskClass(tid)
+			if err != nil || got != class || traced[tid] != class {
+				wrong = append(wrong, fmt.Sprintf("thread %d: scheduler %q (%v), tracer %q; want %q", tid, got, err, traced[tid], class))
+			}
+		}
+		if len(wrong) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			st, _ := s.Stats()
+			t.Fatalf("%s: %s (device uses lost: scheduler %d, tracer %d)", what, strings.Join(wrong, "; "), st.DeviceUsesLost, snap.Counters.DeviceUsesLost)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A thread that opens a device of a "device" matcher joins the lane, its
+// sibling does not, and it leaves once the device has been idle; with
+// "device_process" every thread of the process joins when one of them
+// uses the device. The tracer, loaded beside the scheduler with the same
+// policy, classifies every thread as the scheduler does at every step.
+func TestGuestDeviceMatchersJoinTheLane(t *testing.T) {
+	vmtest.RequireGuest(t)
+	p, err := policy.Parse("device-policy", []byte(`{"classes": [
+		{"name": "accel", "high_priority": true, "preempt": true, "match": [{"device": "/dev/full", "idle": "1s"}]},
+		{"name": "accelproc", "high_priority": true, "match": [{"device_process": "1:5", "idle": "1s"}]},
+		{"name": "normal"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	use := make(chan struct{}, 1)
+	worker := namedThread(t, ctx, "dev-worker", func() {
+		select {
+		case <-use:
+			if err := useDevice("/dev/full"); err != nil {
+				t.Error(err)
+			}
+		default:
+		}
+		time.Sleep(time.Millisecond)
+	})
+	sibling := namedThread(t, ctx, "dev-sibling", func() { time.Sleep(time.Millisecond) })
+
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), deviceChildEnv+"=/dev/zero") // 1:5
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		child.Process.Kill()
+		child.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read the child's worker thread id: %v", err)
+	}
+	childWorker, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("child's worker thread id %q: %v", line, err)
+	}
+	childMain := child.Process.Pid
+
+	s := load(t, p, sched.Config{})
+	table, err := p.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true,
+		FilterTIDs: []uint32{uint32(worker), uint32(sibling), uint32(childMain), uint32(childWorker)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+
+	normal := map[int]string{worker: "normal", sibling: "normal", childMain: "normal", childWorker: "normal"}
+	classesAgree(t, "before any device use", s, tr, normal)
+
+	use <- struct{}{}
+	classesAgree(t, "the worker opened /dev/full", s, tr, map[int]string{worker: "accel", sibling: "normal", childMain: "normal", childWorker: "normal"})
+	classesAgree(t, "/dev/full idle", s, tr, normal)
+
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	classesAgree(t, "the child's worker used /dev/zero", s, tr, map[int]string{worker: "normal", sibling: "normal", childMain: "accelproc", childWorker: "accelproc"})
+	classesAgree(t, "/dev/zero idle", s, tr, normal)
+
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DeviceUsesLost != 0 {
+		t.Errorf("%d device uses lost", st.DeviceUsesLost)
+	}
+	if _, exited, _ := s.Exited(); exited {
+		t.Error("the scheduler exited")
+	}
+}
