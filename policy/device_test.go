@@ -89,7 +89,7 @@ func TestCompileDeviceErrors(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name, match, want string
-		kind               error
+		kind              error
 	}{
 		{"no such path", `{"device": "/nonexistent/accel*"}`,
 			`p.json: class "a" matcher 1: device "/nonexistent/accel*" matches no device node now (0 paths); check the path, or name the devices by number (e.g. "195:*") to match devices that appear later`,
