@@ -36,6 +36,12 @@
  *     every task and keep only ioctl by number (16 on x86-64, 54 for
  *     32-bit tasks).
  *
+ * With wakeups_on, two more programs (tp_btf on sched_switch and
+ * sched_waking) follow a thread through the sleeps inside its call: how
+ * long it slept until something (a device's completion interrupt, say)
+ * woke it, and how long it then waited to run. They run on every context
+ * switch of the machine, so they are opt-in.
+ *
  * Measured on the 6.18 build host (probe/ioctl BenchmarkOverhead, best of
  * 6): the tracepoints add about 400 ns to a counted ioctl and nothing
  * measurable to other syscalls; tp_btf adds 260 ns to the ioctl and
@@ -79,6 +85,8 @@ const volatile char filter_comm[16];
  * (major << 20 | minor). */
 const volatile bool filter_dev_on;
 const volatile __u32 filter_dev;
+/* Follow the calls through their sleeps and wake-ups. */
+const volatile bool wakeups_on;
 /* Stream calls that take at least slow_ns. */
 const volatile bool slow_on;
 const volatile __u64 slow_ns;
@@ -103,6 +111,12 @@ struct ioctl_stats {
 	__u64 sum_ns;
 	__u64 max_ns;
 	char comm[16];	/* the process's (thread-group leader's) comm */
+	/* With wakeups_on: */
+	__u64 slept_calls;	/* calls that slept at least once */
+	__u64 wakeups;		/* wake-ups inside calls */
+	__u64 asleep_ns;	/* time asleep inside calls */
+	__u64 wait_ns;		/* time waiting to run inside calls */
+	__u64 max_wait_ns;	/* the longest wait to run in one call */
 };
 
 /* What entry leaves for exit; ts == 0 means no call in flight. */
@@ -114,6 +128,13 @@ struct ioctl_start {
 	__u32 fd;
 	__u16 ftype;
 	__u16 pad;
+	/* With wakeups_on, for the call in flight: */
+	__u64 slept_at;		/* it left the CPU asleep then; 0: not asleep */
+	__u64 runnable_at;	/* it was woken (or preempted) then; 0: not waiting */
+	__u64 asleep_ns;
+	__u64 wait_ns;
+	__u32 wakeups;
+	__u32 pad2;
 };
 
 /* A slow call, streamed through ioctl_events. */
@@ -130,6 +151,11 @@ struct ioctl_event {
 	__u16 ftype;
 	__u16 pad;
 	char comm[16];	/* the thread's comm */
+	/* With wakeups_on: */
+	__u64 asleep_ns;
+	__u64 wait_ns;
+	__u32 wakeups;
+	__u32 pad2;
 };
 
 /* Never set: it puts struct ioctl_event into BTF, which ring buffer
@@ -341,7 +367,26 @@ static __always_inline void ioctl_enter(__u64 fd, __u64 cmd, __u64 arg)
 	s->cmd = cmd;
 	s->fd = fd;
 	s->ftype = ftype;
+	s->slept_at = 0;
+	s->runnable_at = 0;
+	s->asleep_ns = 0;
+	s->wait_ns = 0;
+	s->wakeups = 0;
 	s->ts = bpf_ktime_get_ns();
+}
+
+/* Atomically raises *max to v. */
+static __always_inline void raise_max(__u64 *max, __u64 v)
+{
+	__u64 old = *max;
+
+	for (int i = 0; i < 4 && v > old; i++) {
+		__u64 seen = __sync_val_compare_and_swap(max, old, v);
+
+		if (seen == old)
+			break;
+		old = seen;
+	}
 }
 
 static __always_inline void ioctl_exit(long ret)
@@ -354,7 +399,7 @@ static __always_inline void ioctl_exit(long ret)
 	struct ioctl_key key = {};
 	struct task_struct *leader;
 	bool failed = ret < 0 && ret >= -MAX_ERRNO;
-	__u64 start, lat, old;
+	__u64 start, lat;
 
 	s = bpf_task_storage_get(&ioctl_start, task, NULL, 0);
 	if (!s || !s->ts)
@@ -385,13 +430,13 @@ static __always_inline void ioctl_exit(long ret)
 		__sync_fetch_and_add(&st->sum_ns, lat);
 		if (failed)
 			__sync_fetch_and_add(&st->errors, 1);
-		old = st->max_ns;
-		for (int i = 0; i < 4 && lat > old; i++) {
-			__u64 seen = __sync_val_compare_and_swap(&st->max_ns, old, lat);
-
-			if (seen == old)
-				break;
-			old = seen;
+		raise_max(&st->max_ns, lat);
+		if (wakeups_on && s->wakeups) {
+			__sync_fetch_and_add(&st->slept_calls, 1);
+			__sync_fetch_and_add(&st->wakeups, s->wakeups);
+			__sync_fetch_and_add(&st->asleep_ns, s->asleep_ns);
+			__sync_fetch_and_add(&st->wait_ns, s->wait_ns);
+			raise_max(&st->max_wait_ns, s->wait_ns);
 		}
 		/* Refreshed on every call, so a process that exec'd shows
 		 * its new name. */
@@ -431,6 +476,10 @@ static __always_inline void ioctl_exit(long ret)
 		e->pid = (__u32)id;
 		e->ftype = key.ftype;
 		e->pad = 0;
+		e->asleep_ns = s->asleep_ns;
+		e->wait_ns = s->wait_ns;
+		e->wakeups = s->wakeups;
+		e->pad2 = 0;
 		bpf_get_current_comm(e->comm, sizeof(e->comm));
 		bpf_ringbuf_submit(e, 0);
 		bump(c, slow);
@@ -562,5 +611,57 @@ int ioctl_raw_exit(u64 *ctx)
 		return 0;
 	if (id == (in_compat_syscall() ? NR_IOCTL_32 : NR_IOCTL_64))
 		ioctl_exit((long)ctx[1]);
+	return 0;
+}
+
+/* ---- the wake-up chain inside a call (wakeups_on) ---------------------------- */
+
+/*
+ * sched_switch(bool preempt, prev, next, unsigned int prev_state): prev
+ * leaves the CPU asleep (a state other than running) or preempted; next
+ * gets it, ending a wait to run.
+ */
+SEC("tp_btf/sched_switch")
+int ioctl_switch(u64 *ctx)
+{
+	bool preempt = ctx[0];
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	unsigned int prev_state = ctx[3];
+	struct ioctl_start *s;
+	__u64 now = bpf_ktime_get_ns();
+
+	s = bpf_task_storage_get(&ioctl_start, prev, NULL, 0);
+	if (s && s->ts) {
+		/* A preempted task stays queued whatever its state says. */
+		if (!preempt && prev_state)
+			s->slept_at = now;
+		else
+			s->runnable_at = now;	/* it waits to run again */
+	}
+	s = bpf_task_storage_get(&ioctl_start, next, NULL, 0);
+	if (s && s->ts && s->runnable_at) {
+		s->wait_ns += now - s->runnable_at;
+		s->runnable_at = 0;
+	}
+	return 0;
+}
+
+/* sched_waking(p): the waker's try_to_wake_up, where a wait to run starts
+ * under every scheduler (as the latency tracer counts it). */
+SEC("tp_btf/sched_waking")
+int ioctl_waking(u64 *ctx)
+{
+	struct task_struct *p = (struct task_struct *)ctx[0];
+	struct ioctl_start *s = bpf_task_storage_get(&ioctl_start, p, NULL, 0);
+	__u64 now;
+
+	if (!s || !s->ts || !s->slept_at)
+		return 0;
+	now = bpf_ktime_get_ns();
+	s->asleep_ns += now - s->slept_at;
+	s->slept_at = 0;
+	s->runnable_at = now;
+	s->wakeups++;
 	return 0;
 }

@@ -35,23 +35,34 @@ type IoctlIoctlKey struct {
 }
 
 type IoctlIoctlStart struct {
-	_     structs.HostLayout
-	Ts    uint64
-	Arg   uint64
-	Dev   uint32
-	Cmd   uint32
-	Fd    uint32
-	Ftype uint16
-	Pad   uint16
+	_          structs.HostLayout
+	Ts         uint64
+	Arg        uint64
+	Dev        uint32
+	Cmd        uint32
+	Fd         uint32
+	Ftype      uint16
+	Pad        uint16
+	SleptAt    uint64
+	RunnableAt uint64
+	AsleepNs   uint64
+	WaitNs     uint64
+	Wakeups    uint32
+	Pad2       uint32
 }
 
 type IoctlIoctlStats struct {
-	_      structs.HostLayout
-	Calls  uint64
-	Errors uint64
-	SumNs  uint64
-	MaxNs  uint64
-	Comm   [16]int8
+	_          structs.HostLayout
+	Calls      uint64
+	Errors     uint64
+	SumNs      uint64
+	MaxNs      uint64
+	Comm       [16]int8
+	SleptCalls uint64
+	Wakeups    uint64
+	AsleepNs   uint64
+	WaitNs     uint64
+	MaxWaitNs  uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -72,8 +83,10 @@ const (
 	IoctlProgIoctlFexit32  = "ioctl_fexit32"
 	IoctlProgIoctlRawEnter = "ioctl_raw_enter"
 	IoctlProgIoctlRawExit  = "ioctl_raw_exit"
+	IoctlProgIoctlSwitch   = "ioctl_switch"
 	IoctlProgIoctlTpEnter  = "ioctl_tp_enter"
 	IoctlProgIoctlTpExit   = "ioctl_tp_exit"
+	IoctlProgIoctlWaking   = "ioctl_waking"
 	IoctlVarFilterComm     = "filter_comm"
 	IoctlVarFilterCommLen  = "filter_comm_len"
 	IoctlVarFilterDev      = "filter_dev"
@@ -82,6 +95,7 @@ const (
 	IoctlVarIoctlEventBtf  = "ioctl_event_btf"
 	IoctlVarSlowNs         = "slow_ns"
 	IoctlVarSlowOn         = "slow_on"
+	IoctlVarWakeupsOn      = "wakeups_on"
 )
 
 // LoadIoctl returns the embedded CollectionSpec for Ioctl.
@@ -134,8 +148,10 @@ type IoctlProgramSpecs struct {
 	IoctlFexit32  *ebpf.ProgramSpec `ebpf:"ioctl_fexit32"`
 	IoctlRawEnter *ebpf.ProgramSpec `ebpf:"ioctl_raw_enter"`
 	IoctlRawExit  *ebpf.ProgramSpec `ebpf:"ioctl_raw_exit"`
+	IoctlSwitch   *ebpf.ProgramSpec `ebpf:"ioctl_switch"`
 	IoctlTpEnter  *ebpf.ProgramSpec `ebpf:"ioctl_tp_enter"`
 	IoctlTpExit   *ebpf.ProgramSpec `ebpf:"ioctl_tp_exit"`
+	IoctlWaking   *ebpf.ProgramSpec `ebpf:"ioctl_waking"`
 }
 
 // IoctlMapSpecs contains maps before they are loaded into the kernel.
@@ -162,6 +178,7 @@ type IoctlVariableSpecs struct {
 	IoctlEventBtf *ebpf.VariableSpec `ebpf:"ioctl_event_btf"`
 	SlowNs        *ebpf.VariableSpec `ebpf:"slow_ns"`
 	SlowOn        *ebpf.VariableSpec `ebpf:"slow_on"`
+	WakeupsOn     *ebpf.VariableSpec `ebpf:"wakeups_on"`
 }
 
 // IoctlObjects contains all objects after they have been loaded into the kernel.
@@ -215,6 +232,7 @@ type IoctlVariables struct {
 	IoctlEventBtf *ebpf.Variable `ebpf:"ioctl_event_btf"`
 	SlowNs        *ebpf.Variable `ebpf:"slow_ns"`
 	SlowOn        *ebpf.Variable `ebpf:"slow_on"`
+	WakeupsOn     *ebpf.Variable `ebpf:"wakeups_on"`
 }
 
 // IoctlPrograms contains all programs after they have been loaded into the kernel.
@@ -229,8 +247,10 @@ type IoctlPrograms struct {
 	IoctlFexit32  *ebpf.Program `ebpf:"ioctl_fexit32"`
 	IoctlRawEnter *ebpf.Program `ebpf:"ioctl_raw_enter"`
 	IoctlRawExit  *ebpf.Program `ebpf:"ioctl_raw_exit"`
+	IoctlSwitch   *ebpf.Program `ebpf:"ioctl_switch"`
 	IoctlTpEnter  *ebpf.Program `ebpf:"ioctl_tp_enter"`
 	IoctlTpExit   *ebpf.Program `ebpf:"ioctl_tp_exit"`
+	IoctlWaking   *ebpf.Program `ebpf:"ioctl_waking"`
 }
 
 func (p *IoctlPrograms) Close() error {
@@ -243,8 +263,10 @@ func (p *IoctlPrograms) Close() error {
 		p.IoctlFexit32,
 		p.IoctlRawEnter,
 		p.IoctlRawExit,
+		p.IoctlSwitch,
 		p.IoctlTpEnter,
 		p.IoctlTpExit,
+		p.IoctlWaking,
 	)
 }
 

@@ -37,6 +37,7 @@ func runProbeIoctl(ctx context.Context, args []string) int {
 	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the slow-call ring buffer (power of two; default 256 KiB)")
 	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many (process, device, command) rows, busiest first (0: none)")
 	hists := fs.Uint64("histograms", 0, "draw the histogram of each (device, command) with at least this many calls (0: none)")
+	wakeups := fs.Bool("wakeups", false, "follow each call through its sleeps: time asleep until the wake-up (a device's completion, say), then the wait to run; hooks sched_switch and sched_waking, which run on every context switch")
 	cost := fs.Bool("cost", false, "report the probe's own BPF run time per program run (adds two clock reads per run, partly inside the measured latencies)")
 	quiet := fs.Bool("q", false, "no progress lines and no per-call slow lines; with --json -, no text report either: the JSON alone (machine-only)")
 	fs.Usage = func() {
@@ -50,6 +51,11 @@ than --slow are printed as they happen, and every event the probe could
 not count is reported. The GPU question "which ioctl on /dev/nvidia* is
 slow" is: hotlane probe ioctl --dev /dev/nvidia0 --slow 1ms
 
+With --wakeups, a call that sleeps in the kernel (waiting for a device to
+complete) is split into the time asleep until its wake-up and the wait to
+run after it: the part of a blocking ioctl that the scheduler decides.
+Run it beside hotlane run to see that wait for a lane task.
+
 It uses the cheapest hook the kernel offers: fentry/fexit on the ioctl
 syscall, else the syscalls:sys_enter_ioctl/sys_exit_ioctl tracepoints
 (mounting tracefs if needed), else tp_btf or raw_tp on sys_enter/sys_exit.
@@ -60,6 +66,7 @@ Examples:
   hotlane probe ioctl --duration 30s
   hotlane probe ioctl --pid 1234 --slow 1ms --json ioctl.json
   hotlane probe ioctl --dev 195:0 --comm python3
+  hotlane probe ioctl --dev /dev/nvidia0 --wakeups --slow 5ms
 
 Flags:
 `)
@@ -81,7 +88,7 @@ Flags:
 
 	cfg := ioctl.Config{
 		Hook: ioctl.Hook(*hook), PID: *pid, Comm: *comm, Dev: *dev,
-		StreamSlow: streamSlow, Slow: slow, RingBufferBytes: *ringBuf, MeasureCost: *cost,
+		StreamSlow: streamSlow, Slow: slow, RingBufferBytes: *ringBuf, MeasureCost: *cost, Wakeups: *wakeups,
 	}
 	opts := ioctl.RunOptions{Duration: *duration}
 	if !*quiet {

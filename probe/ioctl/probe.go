@@ -107,6 +107,11 @@ type Config struct {
 	// RingBufferBytes sizes the slow-call stream (a power of two of at
 	// least a page); 0 means 256 KiB.
 	RingBufferBytes int
+	// Wakeups follows each call through its sleeps: how long it slept
+	// until something woke it (a device's completion, say) and how long
+	// it then waited to run. Two more programs, on sched_switch and
+	// sched_waking, run on every context switch of the machine.
+	Wakeups bool
 	// MeasureCost turns on the kernel's BPF run-time statistics so the
 	// result states the probe's own cost per program run. They add two
 	// clock reads to every run, some of which lands inside the measured
@@ -354,6 +359,11 @@ func hookPrograms(h Hook) []string {
 	return nil
 }
 
+// wakeupPrograms follow calls through their sleeps (Config.Wakeups).
+func wakeupPrograms() []string {
+	return []string{bpf.IoctlProgIoctlSwitch, bpf.IoctlProgIoctlWaking}
+}
+
 // Programs returns the probe's attached programs by function name, for
 // tools that measure them (the map is the caller's; the programs close
 // with the probe).
@@ -382,6 +392,11 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 	for _, name := range progs {
 		keep[name] = true
 	}
+	if cfg.Wakeups {
+		for _, name := range wakeupPrograms() {
+			keep[name] = true
+		}
+	}
 	for name := range spec.Programs {
 		if !keep[name] {
 			delete(spec.Programs, name)
@@ -396,6 +411,7 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 		bpf.IoctlVarFilterDevOn:   f.devOn,
 		bpf.IoctlVarFilterDev:     f.dev,
 		bpf.IoctlVarSlowOn:        cfg.StreamSlow,
+		bpf.IoctlVarWakeupsOn:     cfg.Wakeups,
 		bpf.IoctlVarSlowNs:        uint64(cfg.Slow.Nanoseconds()),
 	}
 	for name, v := range vars {
@@ -503,6 +519,16 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 				return nil, err
 			}
 		}
+	}
+	if cfg.Wakeups {
+		for _, name := range wakeupPrograms() {
+			l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
+			if err != nil {
+				return nil, fmt.Errorf("attach %s to follow calls through their sleeps: %w", name, err)
+			}
+			p.links = append(p.links, l)
+		}
+		p.HookDetail += "; sleeps followed on tp_btf/sched_switch and sched_waking"
 	}
 	if p.ring, err = ringbuf.NewReader(coll.Maps[bpf.IoctlMapIoctlEvents]); err != nil {
 		return nil, fmt.Errorf("open the slow-call ring buffer: %w", err)

@@ -94,6 +94,11 @@ type SlowCall struct {
 	// Ret is the return value; Errno names it when it is an error.
 	Ret   int64  `json:"ret"`
 	Errno string `json:"errno,omitempty"`
+	// With Config.Wakeups: the call's sleeps, the time asleep until each
+	// wake-up, and the time then spent waiting to run.
+	Wakeups uint32        `json:"wakeups,omitempty"`
+	Asleep  time.Duration `json:"asleep_ns,omitempty"`
+	RunWait time.Duration `json:"run_wait_ns,omitempty"`
 }
 
 // String is one line for people.
@@ -102,9 +107,14 @@ func (s SlowCall) String() string {
 	if s.Errno != "" {
 		ret = s.Errno
 	}
-	return fmt.Sprintf("%s %s on %s by %s (pid %d tid %d) fd %d -> %s, at +%s",
+	line := fmt.Sprintf("%s %s on %s by %s (pid %d tid %d) fd %d -> %s, at +%s",
 		report.Duration(s.Latency), s.Command, s.Device, s.Comm, s.PID, s.TID, s.FD, ret,
 		s.At.Round(time.Millisecond))
+	if s.Wakeups > 0 {
+		line += fmt.Sprintf("; asleep %s until %d wake-up(s), then waited %s to run",
+			report.Duration(s.Asleep), s.Wakeups, report.Duration(s.RunWait))
+	}
+	return line
 }
 
 // event mirrors struct ioctl_event in bpf/ioctl.bpf.c.
@@ -121,6 +131,10 @@ type event struct {
 	Ftype     uint16
 	Pad       uint16
 	Comm      [16]byte
+	AsleepNs  uint64
+	WaitNs    uint64
+	Wakeups   uint32
+	Pad2      uint32
 }
 
 const eventSize = int(unsafe.Sizeof(event{}))
@@ -133,6 +147,7 @@ func (p *Probe) slowCall(e *event) SlowCall {
 		Command: DecodeCommand(e.Cmd),
 		PID:     e.Tgid, TID: e.Pid, Comm: cString(e.Comm[:]),
 		FD: e.FD, Arg: e.Arg, Ret: e.Ret,
+		Wakeups: e.Wakeups, Asleep: time.Duration(e.AsleepNs), RunWait: time.Duration(e.WaitNs),
 	}
 	if e.Ret < 0 && e.Ret >= -4095 {
 		s.Errno = ErrnoName(int(-e.Ret))
@@ -223,6 +238,38 @@ type Stats struct {
 	Latency report.Latency    `json:"latency"`
 	Hist    *verify.Histogram `json:"histogram"`
 	Errnos  []ErrnoCount      `json:"errnos,omitempty"`
+	// Sleeps is the wake-up chain inside the calls, with Config.Wakeups.
+	Sleeps *Sleeps `json:"sleeps,omitempty"`
+}
+
+// Sleeps is what the calls of a row spent asleep inside the call (until
+// a wake-up, such as a device's completion interrupt) and then waiting to
+// run: the part of an ioctl's latency that is the scheduler's.
+type Sleeps struct {
+	// Calls counts calls that slept at least once, Wakeups their wake-ups.
+	Calls   uint64 `json:"calls"`
+	Wakeups uint64 `json:"wakeups"`
+	// Asleep and RunWait are totals over those calls; MaxRunWait is the
+	// longest wait to run in one call.
+	Asleep     time.Duration `json:"asleep_ns"`
+	RunWait    time.Duration `json:"run_wait_ns"`
+	MaxRunWait time.Duration `json:"max_run_wait_ns"`
+}
+
+func (s *Sleeps) add(o *Sleeps) {
+	s.Calls += o.Calls
+	s.Wakeups += o.Wakeups
+	s.Asleep += o.Asleep
+	s.RunWait += o.RunWait
+	s.MaxRunWait = max(s.MaxRunWait, o.MaxRunWait)
+}
+
+// meanRunWait is the mean wait to run per wake-up.
+func (s *Sleeps) meanRunWait() time.Duration {
+	if s.Wakeups == 0 {
+		return 0
+	}
+	return s.RunWait / time.Duration(s.Wakeups)
 }
 
 // Filter is what the probe was restricted to.
@@ -239,6 +286,9 @@ type Result struct {
 	HookDetail string   `json:"hook_detail"`
 	Notes      []string `json:"notes,omitempty"`
 	Filter     Filter   `json:"filter"`
+	// Wakeups says the calls were followed through their sleeps (each row
+	// has Sleeps).
+	Wakeups bool `json:"wakeups,omitempty"`
 	// SlowThreshold is set when slow calls were streamed.
 	SlowThreshold *time.Duration `json:"slow_threshold_ns,omitempty"`
 	Counters      Counters       `json:"counters"`
@@ -296,6 +346,7 @@ func (p *Probe) Snapshot() (*Result, error) {
 		d := p.cfg.Slow
 		r.SlowThreshold = &d
 	}
+	r.Wakeups = p.cfg.Wakeups
 
 	groups := map[rowKey]*group{}
 	get := func(k bpf.IoctlIoctlKey) *group {
@@ -318,6 +369,10 @@ func (p *Probe) Snapshot() (*Result, error) {
 		g.stats.Calls, g.stats.Errors = st.Calls, st.Errors
 		g.stats.Comm = cStringInt8(st.Comm)
 		g.max, g.sum = st.MaxNs, st.SumNs
+		if p.cfg.Wakeups {
+			g.stats.Sleeps = &Sleeps{Calls: st.SleptCalls, Wakeups: st.Wakeups, Asleep: time.Duration(st.AsleepNs),
+				RunWait: time.Duration(st.WaitNs), MaxRunWait: time.Duration(st.MaxWaitNs)}
+		}
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read call table: %w", err)
@@ -371,12 +426,18 @@ func (p *Probe) Snapshot() (*Result, error) {
 		c := byCmd[ck]
 		if c == nil {
 			c = &Stats{Device: s.Device, Command: s.Command, Hist: &verify.Histogram{}}
+			if p.cfg.Wakeups {
+				c.Sleeps = &Sleeps{}
+			}
 			byCmd[ck] = c
 			cmdErrnos[ck] = map[int]uint64{}
 		}
 		c.Calls += s.Calls
 		c.Errors += s.Errors
 		c.Hist.Merge(h)
+		if s.Sleeps != nil && c.Sleeps != nil {
+			c.Sleeps.add(s.Sleeps)
+		}
 		for e, n := range g.errnos {
 			cmdErrnos[ck][e] += n
 			allErrnos[e] += n
@@ -434,7 +495,11 @@ func (p *Probe) cost() []report.ProgramCost {
 	if p.stats == nil {
 		return nil
 	}
-	out, err := loader.Costs(p.coll.Programs, hookPrograms(p.Hook)...)
+	names := hookPrograms(p.Hook)
+	if p.cfg.Wakeups {
+		names = append(names, wakeupPrograms()...)
+	}
+	out, err := loader.Costs(p.coll.Programs, names...)
 	if err != nil {
 		return nil
 	}
@@ -516,6 +581,21 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 			}
 		}
 		ew.Do(t.WriteText)
+	}
+	if r.Wakeups {
+		ew.Printf("\nsleeps inside calls: asleep until a wake-up, then waiting to run (the scheduler's part):\n")
+		t := report.Table{Header: []string{"device", "command", "calls slept", "wake-ups", "asleep", "run wait", "mean wait", "max wait/call"}}
+		for _, s := range r.Commands {
+			if sl := s.Sleeps; sl != nil && sl.Calls > 0 {
+				t.Add(s.Device.String(), s.Command.String(), fmt.Sprint(sl.Calls), fmt.Sprint(sl.Wakeups), report.Duration(sl.Asleep),
+					report.Duration(sl.RunWait), report.Duration(sl.meanRunWait()), report.Duration(sl.MaxRunWait))
+			}
+		}
+		if len(t.Rows) == 0 {
+			ew.Printf("no call slept\n")
+		} else {
+			ew.Do(t.WriteText)
+		}
 	}
 	if o.TopProcesses > 0 && len(r.Processes) > 0 {
 		n := min(o.TopProcesses, len(r.Processes))

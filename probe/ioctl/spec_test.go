@@ -32,11 +32,13 @@ func TestSpec(t *testing.T) {
 		bpf.IoctlProgIoctlBtfExit:  {ebpf.Tracing, "sys_exit"},
 		bpf.IoctlProgIoctlRawEnter: {ebpf.RawTracepoint, "sys_enter"},
 		bpf.IoctlProgIoctlRawExit:  {ebpf.RawTracepoint, "sys_exit"},
+		bpf.IoctlProgIoctlSwitch:   {ebpf.Tracing, "sched_switch"},
+		bpf.IoctlProgIoctlWaking:   {ebpf.Tracing, "sched_waking"},
 	}
 	if len(spec.Programs) != len(want) {
 		t.Errorf("%d programs, want %d", len(spec.Programs), len(want))
 	}
-	var listed int
+	listed := len(wakeupPrograms())
 	for _, h := range Hooks() {
 		listed += len(hookPrograms(h))
 	}
