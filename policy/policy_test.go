@@ -106,7 +106,7 @@ func TestDefaultInvalidComm(t *testing.T) {
 // TestMarshalRoundTrip checks that a policy written out as JSON parses back
 // to itself, so that the default policy can be dumped and edited.
 func TestMarshalRoundTrip(t *testing.T) {
-	for _, name := range []string{"inference.json", "tiers.json", "inference-server.json"} {
+	for _, name := range []string{"inference.json", "tiers.json", "inference-server.json", "device-lane.json"} {
 		p, err := Load(filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)

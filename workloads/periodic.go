@@ -24,6 +24,11 @@ type Periodic struct {
 	// instead: a large frame among small ones. 0 disables bursts.
 	BurstEvery   int
 	BurstCompute time.Duration
+	// Device, if set, is opened when each thread starts, and every period
+	// begins with an ioctl on it, as a step that hands work to an
+	// accelerator would: what a policy's device matchers see. The ioctl's
+	// result is ignored (a memory device such as /dev/full refuses it).
+	Device string
 	// Lane is applied to each thread when it starts (a bench variant's
 	// SCHED_FIFO, SCHED_DEADLINE or nice level).
 	Lane LanePolicy `json:"-"`
@@ -93,12 +98,24 @@ func (p Periodic) thread(ctx context.Context) (PeriodicResult, error) {
 	if err := p.Lane.Apply(0, p.LaneTask()); err != nil {
 		return res, fmt.Errorf("periodic task %q: %w", p.Comm, err)
 	}
+	dev := -1
+	if p.Device != "" {
+		fd, err := unix.Open(p.Device, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return res, fmt.Errorf("periodic task %q: open its device %s: %w", p.Comm, p.Device, err)
+		}
+		defer unix.Close(fd)
+		dev = fd
+	}
 	clock := periodClock{next: monotonicNow() + p.Period, period: p.Period}
 	for k := 1; ctx.Err() == nil; k++ {
 		if err := sleepUntil(clock.next); err != nil {
 			return res, err
 		}
 		res.Lateness.Record(uint64(clock.lateness(monotonicNow())))
+		if dev >= 0 {
+			unix.Syscall(unix.SYS_IOCTL, uintptr(dev), unix.TCGETS, 0)
+		}
 		spinCPU(p.computeFor(k))
 		res.Missed += clock.finish(monotonicNow())
 	}

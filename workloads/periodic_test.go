@@ -2,8 +2,14 @@ package workloads
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/probe/ioctl"
 )
 
 func TestPeriodClockLatenessAndMisses(t *testing.T) {
@@ -67,5 +73,40 @@ func TestPeriodicReportsItsCPUTime(t *testing.T) {
 	}
 	if want := time.Duration(periods) * compute; res.CPU < want {
 		t.Errorf("CPU time %v for %d periods of %v compute, want at least %v", res.CPU, periods, compute, want)
+	}
+}
+
+// A periodic task with a device issues one ioctl on it per period, as the
+// ioctl probe counts them (root: the probe loads BPF); a device that
+// cannot be opened is an error that names it.
+func TestPeriodicUsesItsDeviceEachPeriod(t *testing.T) {
+	_, err := Periodic{Comm: "dev-step", Period: 10 * time.Millisecond, Device: "/nonexistent/accel0"}.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `periodic task "dev-step": open its device /nonexistent/accel0`) {
+		t.Errorf("missing device: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("counting the ioctls loads the ioctl probe: needs root")
+	}
+	p, err := ioctl.Attach(context.Background(), ioctl.Config{PID: os.Getpid(), Dev: "/dev/full"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := Periodic{Comm: "dev-step", Period: 10 * time.Millisecond, Compute: time.Millisecond, Device: "/dev/full"}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, _ := snap.Find("/dev/full", unix.TCGETS)
+	if periods := res.Lateness.Count(); periods == 0 || row.Calls != periods {
+		t.Errorf("%d ioctls on /dev/full for %d periods; want one each", row.Calls, periods)
 	}
 }

@@ -15,7 +15,8 @@ import (
 //
 //	{
 //	  "periodic":  [{"comm": "infer", "rate_hz": 100, "compute": "2ms",
-//	                 "threads": 1, "burst_every": 10, "burst_compute": "6ms"}],
+//	                 "threads": 1, "burst_every": 10, "burst_compute": "6ms",
+//	                 "device": "/dev/full"}],
 //	  "hogs":      [{"comm": "hog", "threads": "2x"}],
 //	  "messaging": [{"comm": "msg", "pairs": 2}],
 //	  "cyclictest": [{"rate_hz": 100, "threads": 1, "histogram_limit": "200ms"}],
@@ -34,6 +35,7 @@ type fileSpec struct {
 		Threads      int     `json:"threads"`
 		BurstEvery   int     `json:"burst_every"`
 		BurstCompute string  `json:"burst_compute"`
+		Device       string  `json:"device"`
 	} `json:"periodic"`
 	Hogs []struct {
 		Comm    string      `json:"comm"`
@@ -118,6 +120,7 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 		per := Periodic{
 			Comm: orDefault(p.Comm, "infer"), Period: time.Duration(float64(time.Second) / p.RateHz),
 			Compute: compute, Threads: max(p.Threads, 1), BurstEvery: p.BurstEvery, BurstCompute: burst,
+			Device: p.Device,
 		}
 		if err := per.validate(); err != nil {
 			return Mix{}, bad("periodic", i, "%v", err)

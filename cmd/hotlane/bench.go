@@ -49,6 +49,7 @@ func runBench(ctx context.Context, args []string) int {
 	junitPath := fs.String("junit", "", "also write a JUnit XML report to this file: a test case per variant (an error if it did not run) and per clause of the bound")
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "comm prefix hotlane treats as inference (default: the lane's own comms: infer, cyclictest)")
+	policyPath := fs.String("policy", "", "hotlane's policy file, and the tracer's classes, instead of the default policy (not with --inference-comm); e.g. device matchers, with a workload whose periodic task has \"device\"")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane bench [flags]
        hotlane bench hooks [flags]   (what each BPF hook kind costs; -h for its flags)
@@ -166,12 +167,22 @@ Flags:
 		}
 	}
 
-	if len(comms) == 0 {
-		comms = mix.LaneComms()
-	}
-	pol := policy.Default(comms...)
-	if err := pol.Validate(); err != nil {
-		return fail(err)
+	var pol *policy.Policy
+	if *policyPath != "" {
+		if len(comms) > 0 {
+			return fail(fmt.Errorf("--policy and --inference-comm both given: put the comms in the policy file"))
+		}
+		if pol, err = policy.Load(*policyPath); err != nil {
+			return fail(err)
+		}
+	} else {
+		if len(comms) == 0 {
+			comms = mix.LaneComms()
+		}
+		pol = policy.Default(comms...)
+		if err := pol.Validate(); err != nil {
+			return fail(err)
+		}
 	}
 	var bounds []verify.Bound
 	if *bound != "" {
