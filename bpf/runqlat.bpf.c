@@ -1212,16 +1212,6 @@ int rq_switch_btf(u64 *ctx)
 	return 0;
 }
 
-/*
- * fentry/fexit on each callback of the sched_ext scheduler that runs (its
- * struct_ops programs), loaded by the tracer once per callback with the
- * callback as the target: the CPU's time in them, which explanations
- * report beside the parts (a callback runs in a task's or an interrupt's
- * time). One start stamp per CPU, cleared at the exit: a sleepable
- * callback (ops.init_task) may return on another CPU, and a stamp that
- * outlived it must not hold the next one back. A callback nested in it
- * from an interrupt (ops.tick) is counted; the outer one then is not.
- */
 /* Device matchers' notes for the classifier, as the scheduler takes them;
  * attached only for policies with device matchers. */
 SEC("fentry/security_file_open")
@@ -1238,6 +1228,16 @@ int device_ioctl(u64 *ctx)
 	return 0;
 }
 
+/*
+ * fentry/fexit on each callback of the sched_ext scheduler that runs (its
+ * struct_ops programs), loaded by the tracer once per callback with the
+ * callback as the target: the CPU's time in them, which explanations
+ * report beside the parts (a callback runs in a task's or an interrupt's
+ * time). One start stamp per CPU, cleared at the exit: a sleepable
+ * callback (ops.init_task) may return on another CPU, and a stamp that
+ * outlived it must not hold the next one back. A callback nested in it
+ * from an interrupt (ops.tick) is counted; the outer one then is not.
+ */
 SEC("fentry/hl_ext_callback")
 int rq_ext_cb_enter(u64 *ctx)
 {

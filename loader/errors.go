@@ -28,3 +28,8 @@ var (
 
 // ErrMissingCapabilities is returned by RequireCapabilities.
 var ErrMissingCapabilities = errors.New("missing capabilities")
+
+// ErrDeviceHooks: a policy has device matchers and the kernel would not
+// load or attach the fentry programs on security_file_open and
+// security_file_ioctl that see device use (some sandboxes refuse fentry).
+var ErrDeviceHooks = errors.New("the policy's device matchers need fentry programs on security_file_open and security_file_ioctl, which this kernel refused; use a policy without device matchers here")

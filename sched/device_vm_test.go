@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -127,32 +126,15 @@ func TestGuestDeviceMatchersJoinTheLane(t *testing.T) {
 	})
 	sibling := namedThread(t, ctx, "dev-sibling", func() { time.Sleep(time.Millisecond) })
 
-	child := exec.Command(os.Args[0])
-	child.Env = append(os.Environ(), deviceChildEnv+"=/dev/zero") // 1:5
-	stdin, err := child.StdinPipe()
+	proc := startChild(t, deviceChildEnv+"=/dev/zero") // 1:5
+	if !proc.out.Scan() {
+		t.Fatalf("read the child's worker thread id: %v", proc.out.Err())
+	}
+	childWorker, err := strconv.Atoi(strings.TrimSpace(proc.out.Text()))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("child's worker thread id %q: %v", proc.out.Text(), err)
 	}
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		child.Process.Kill()
-		child.Wait()
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("read the child's worker thread id: %v", err)
-	}
-	childWorker, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatalf("child's worker thread id %q: %v", line, err)
-	}
-	childMain := child.Process.Pid
+	childMain := proc.cmd.Process.Pid
 
 	s := load(t, p, sched.Config{})
 	table, err := p.Compile("")
@@ -173,7 +155,7 @@ func TestGuestDeviceMatchersJoinTheLane(t *testing.T) {
 	classesAgree(t, "the worker opened /dev/full", s, tr, map[int]string{worker: "accel", sibling: "normal", childMain: "normal", childWorker: "normal"})
 	classesAgree(t, "/dev/full idle", s, tr, normal)
 
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+	if _, err := io.WriteString(proc.stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
 	classesAgree(t, "the child's worker used /dev/zero", s, tr, map[int]string{worker: "normal", sibling: "normal", childMain: "accelproc", childWorker: "accelproc"})

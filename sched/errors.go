@@ -1,6 +1,10 @@
 package sched
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/hotlane/hotlane/loader"
+)
 
 // Errors Load returns; test them with errors.Is.
 var (
@@ -15,7 +19,7 @@ var (
 	ErrPermission = errors.New("loading a BPF scheduler needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
 	// ErrDeviceHooks: the policy has device matchers, and the kernel
 	// would not load or attach the fentry programs that see device use.
-	ErrDeviceHooks = errors.New("the policy's device matchers need fentry programs on security_file_open and security_file_ioctl, which this kernel refused; use a policy without device matchers here")
+	ErrDeviceHooks = loader.ErrDeviceHooks
 	// ErrNoCost: Cost on a scheduler loaded without Config.MeasureCost.
 	ErrNoCost = errors.New("scheduler loaded without MeasureCost")
 )

@@ -619,26 +619,9 @@ func TestGuestFaultChurnReclassifies(t *testing.T) {
 	}
 	defer os.Remove(cg)
 
-	child := exec.Command(os.Args[0])
-	child.Env = append(os.Environ(), churnEnv+"=1")
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		child.Process.Kill()
-		child.Wait()
-	}()
-	answers := bufio.NewScanner(stdout)
-	pid := child.Process.Pid
+	churn := startChild(t, churnEnv+"=1")
+	stdin, answers := churn.stdin, churn.out
+	pid := churn.cmd.Process.Pid
 
 	p, err := policy.Parse("churn-policy", []byte(`{"classes": [
 		{"name": "sliced", "match": [{"cgroup": "/fault-churn.slice"}]},

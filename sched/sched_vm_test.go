@@ -1,6 +1,7 @@
 package sched_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -559,6 +560,41 @@ func TestGuestRefusalsLeaveNothingAttached(t *testing.T) {
 // millisecond, for tests that need a process of their own to move around.
 const sleeperEnv = "HOTLANE_TEST_SLEEPER"
 
+// child is this test binary run again as a helper process (TestMain
+// picks its role from the environment), with pipes to its stdin and
+// stdout.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+// startChild starts the helper with env (NAME=VALUE) added; the test's
+// cleanup kills it.
+func startChild(t *testing.T, env string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(os.Args[0])}
+	c.cmd.Env = append(os.Environ(), env)
+	var err error
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.stdin.Close()
+		c.cmd.Process.Kill()
+		c.cmd.Wait()
+	})
+	c.out = bufio.NewScanner(stdout)
+	return c
+}
+
 func TestMain(m *testing.M) {
 	if dev := os.Getenv(deviceChildEnv); dev != "" {
 		deviceChild(dev)
@@ -581,16 +617,7 @@ func TestGuestClassificationFollowsCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(cg)
-	child := exec.Command(os.Args[0])
-	child.Env = append(os.Environ(), sleeperEnv+"=1")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		child.Process.Kill()
-		child.Wait()
-	}()
-	pid := child.Process.Pid
+	pid := startChild(t, sleeperEnv+"=1").cmd.Process.Pid
 
 	p, err := policy.Parse("cgroup-policy", []byte(`{"classes": [
 		{"name": "inference", "high_priority": true, "preempt": true, "match": [{"cgroup": "/infer.slice"}]},

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/vm/vmtest"
 )
@@ -106,4 +107,29 @@ func TestGuestTracerFollowsDeviceMatchers(t *testing.T) {
 	if _, err := Attach(TracerConfig{Table: table, Hook: HookRawTP}); !errors.Is(err, ErrBadTracerConfig) {
 		t.Errorf("raw_tp with a device policy: %v, want ErrBadTracerConfig", err)
 	}
+}
+
+// Where the kernel refuses fentry (as this project's build host does), a
+// policy with device matchers is refused with loader.ErrDeviceHooks, the
+// same error the scheduler gives, and nothing stays attached.
+func TestTracerRefusesDeviceMatchersWithoutFentry(t *testing.T) {
+	requireRoot(t)
+	p, err := policy.Parse("device-policy", []byte(`{"classes": [
+		{"name": "accel", "match": [{"device": "1:7"}]}, {"name": "normal"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := p.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Attach(TracerConfig{Table: table})
+	if err == nil {
+		tr.Close()
+		t.Skip("this kernel loads fentry programs: the refusal cannot be seen here (the VM tests cover the hooks)")
+	}
+	if !errors.Is(err, loader.ErrDeviceHooks) {
+		t.Errorf("Attach: %v; want loader.ErrDeviceHooks", err)
+	}
+	t.Logf("refused: %v", err)
 }

@@ -369,7 +369,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		if cfg.Table.HasDeviceRules() && strings.Contains(err.Error(), "program device_") {
-			return nil, fmt.Errorf("the policy's device matchers need fentry programs on security_file_open and security_file_ioctl, which this kernel refused: %w", err)
+			return nil, fmt.Errorf("%w: %v", loader.ErrDeviceHooks, err)
 		}
 		return nil, err
 	}
@@ -387,6 +387,9 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 			l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[h.prog]})
 		}
 		if err != nil {
+			if slices.Contains(deviceHooks, h) {
+				return nil, fmt.Errorf("%w: attach %s: %v", loader.ErrDeviceHooks, h.prog, err)
+			}
 			return nil, fmt.Errorf("attach %s to %s: %w", h.prog, h.tracepoint, err)
 		}
 		t.links = append(t.links, l)
