@@ -65,7 +65,7 @@ MATRIX_KERNELS ?= 7.3 6.17 7.2 6.12
 MATRIX_OUT     ?= matrix-results/summary.md
 matrix: deps kernel-6.12
 	@mkdir -p $(dir $(MATRIX_OUT)); \
-	( HOTLANE_MATRIX="$(MATRIX_KERNELS)" HOTLANE_MATRIX_OUT=$(CURDIR)/$(MATRIX_OUT) \
+	( HOTLANE_MATRIX="$(MATRIX_KERNELS)" HOTLANE_MATRIX_OUT=$(abspath $(MATRIX_OUT)) \
 		$(GO) test ./sched -run '^TestVMMatrix$$' -count=1 -timeout 150m -v; echo $$? > $(dir $(MATRIX_OUT))status ) 2>&1 | \
 		tee $(dir $(MATRIX_OUT))matrix.log | grep -E '^ *(--- |ok|FAIL|PASS)|hotlane vm:|^ *\| '; \
 	exit $$(cat $(dir $(MATRIX_OUT))status)

@@ -38,10 +38,13 @@ func TestVM(t *testing.T) {
 	vmtest.RunGuestTests(t, vmtest.Options{Run: "^TestGuest", ScxSimple: true, Timeout: 15 * time.Minute})
 }
 
-// TestVMKernel617 runs the core of the guest tests on Debian's 6.17 cloud
-// kernel, so the object built for the 6.13-6.18 kfuncs (scx_bpf_dsq_insert,
-// scx_bpf_reenqueue_local) runs on a real kernel of its generation; TestVM
-// and TestVMFault run the 7.x object.
+// TestVMKernel617 runs TestVM's guest tests, scx_simple's among them, on
+// Debian's 6.17 cloud kernel, so the object built for the 6.13-6.18 kfuncs
+// (scx_bpf_dsq_insert, scx_bpf_reenqueue_local) runs on a real kernel of
+// its generation, and two of the fault tests that depend on how that
+// kernel dispatches (slice expiry, pinned tasks). scx_simple for 6.17 is
+// built from linux-source-6.12 with the kfuncs renamed (vm.BuildScx):
+// Debian ships no 6.17 source.
 func TestVMKernel617(t *testing.T) {
 	vmtest.RunGuestTests(t, vmtest.Options{
 		// Not the RT hand-back test: on 6.17 the lane's longest wait in
@@ -55,8 +58,8 @@ func TestVMKernel617(t *testing.T) {
 		// a released CPU (cpu_release to cpu_acquire) no lane target did
 		// not change that (max 35.3 and 49.8 ms), so the task reaches
 		// that CPU's queue some other way; not understood yet.
-		Run:    "^TestGuest(LoadUnload|RunStopsOnSignals|ClassificationFollowsComm|DeviceMatchersJoinTheLane|StarvationGuard|FaultLaneKeepsCPUWhenSliceEnds)$",
-		Kernel: "6.17", MultiThreadedTCG: true, Timeout: 10 * time.Minute,
+		Run:       "^TestGuest([^F]|Fault(LaneKeepsCPUWhenSliceEnds|PinnedTasksUnderLaneSaturation)$)",
+		ScxSimple: true, Kernel: "6.17", MultiThreadedTCG: true, Timeout: 15 * time.Minute,
 	})
 }
 

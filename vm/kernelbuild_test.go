@@ -111,3 +111,27 @@ func TestBuildScxReusesTheFallbackBuild(t *testing.T) {
 		t.Errorf("fallback build cached in %s, want it named after linux-source-6.12", dir)
 	}
 }
+
+// Examples built from the 6.12 fallback source for a newer kernel get the
+// kfunc renames, and builds from before the renames (which do not load
+// there) are never taken for them.
+func TestFallbackBuildRenamesKfuncs(t *testing.T) {
+	k := &Kernel{Name: "linux-image-6.17.13+deb13-cloud-amd64", Suite: "trixie-backports"}
+	fb := withFallbackSource(k)
+	if !needsKfuncRenames(fb) {
+		t.Errorf("needsKfuncRenames(%s built from 6.12) = false, want true", k.Name)
+	}
+	own := &Kernel{Name: "linux-hotlane-6.12.117-1"}
+	if needsKfuncRenames(own) || needsKfuncRenames(k) {
+		t.Error("needsKfuncRenames = true for a kernel built from its own source")
+	}
+	cache := t.TempDir()
+	if dir := scxOutDir(cache, fb); !strings.HasSuffix(dir, "--kfunc-renames") {
+		t.Errorf("fallback build cached in %s, want a directory of its own (--kfunc-renames)", dir)
+	}
+	for _, old := range []string{"scx_bpf_dispatch", "scx_bpf_dispatch_vtime", "scx_bpf_consume"} {
+		if !bytes.Contains(scxKfuncRenames, []byte("#define "+old+"\t")) {
+			t.Errorf("the renames do not cover %s, which 6.12's scx_simple calls", old)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
 	"os"
@@ -171,8 +172,19 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 	if err := os.MkdirAll(build, 0o755); err != nil {
 		return nil, err
 	}
+	clangCmd := "clang-" + clang
+	if needsKfuncRenames(k) {
+		// The Makefile has no hook for extra BPF flags; CLANG is the one
+		// variable every BPF compile (and nothing else) goes through.
+		shim := filepath.Join(build, "scx_kfunc_renames.h")
+		if err := os.WriteFile(shim, scxKfuncRenames, 0o644); err != nil {
+			return nil, err
+		}
+		clangCmd += " -include " + shim
+		fmt.Fprintf(log, "hotlane vm: renaming 6.12's dispatch kfuncs to their 6.13+ names for %s\n", k.Name)
+	}
 	args := append([]string{"-C", filepath.Join(tree, "tools/sched_ext"), "-j2",
-		"O=" + build, "CLANG=clang-" + clang, "LLVM_STRIP=llvm-strip-" + clang, "VMLINUX_BTF=" + k.Vmlinux}, missing...)
+		"O=" + build, "CLANG=" + clangCmd, "LLVM_STRIP=llvm-strip-" + clang, "VMLINUX_BTF=" + k.Vmlinux}, missing...)
 	out, err := exec.CommandContext(ctx, "make", args...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %v: %s", what, err, lastLines(string(out), 10))
@@ -194,6 +206,20 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		}
 	}
 	return bins, nil
+}
+
+// scxKfuncRenames maps 6.12's dispatch kfunc names to the 6.13+ ones; see
+// the header's comment.
+//
+//go:embed scx_kfunc_renames.h
+var scxKfuncRenames []byte
+
+// needsKfuncRenames reports whether k's examples are built from the 6.12
+// fallback source for a newer kernel. Only the fallback does that: a
+// kernel whose own series has a source builds from it, and 6.12 itself
+// still has the old names.
+func needsKfuncRenames(k *Kernel) bool {
+	return k.sourceOverride == fallbackSourceSeries
 }
 
 // withFallbackSource is k with its examples built from the fallback source.
@@ -220,7 +246,12 @@ func scxOutDir(cacheDir string, k *Kernel) string {
 	_, series := sourceFor(k)
 	// The clang version is part of the key: a build by another clang
 	// (scx_qmap from clang 19 does not load) is not reused.
-	return filepath.Join(cacheDir, "scx", "linux-source-"+series+"--"+filepath.Base(k.Name)+"--clang-"+scxClang())
+	dir := "linux-source-" + series + "--" + filepath.Base(k.Name) + "--clang-" + scxClang()
+	if needsKfuncRenames(k) {
+		// Builds from before the renames existed do not load; never reuse them.
+		dir += "--kfunc-renames"
+	}
+	return filepath.Join(cacheDir, "scx", dir)
 }
 
 // checkScxTools says which host program a build of what is missing.
