@@ -58,12 +58,15 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip (-want +got):\n%s", diff)
 		}
 
-		cgroups, matchers := 0, 0
+		cgroups, devices, matchers := 0, 0, 0
 		for _, c := range p.Classes {
 			for _, m := range c.Match {
 				matchers++
 				if m.Cgroup != "" && m.Cgroup != "/" {
 					cgroups++
+				}
+				if m.Device != "" || m.DeviceProcess != "" {
+					devices++
 				}
 			}
 		}
@@ -71,6 +74,16 @@ func FuzzParse(f *testing.F) {
 		if cgroups > 0 {
 			if err != nil && !errors.Is(err, ErrCgroupNotFound) {
 				t.Fatalf("compile: %v", err)
+			}
+			return
+		}
+		// Device globs are resolved against this machine's /dev, and the
+		// device sets' limits count ranges after that: Compile may refuse
+		// a policy Parse took, but only with a policy error that says why.
+		var perr *Error
+		if devices > 0 && err != nil {
+			if !errors.As(err, &perr) || perr.Msg == "" {
+				t.Fatalf("compile: %v (%T), want a *policy.Error", err, err)
 			}
 			return
 		}

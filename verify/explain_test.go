@@ -294,7 +294,14 @@ func TestExplainNamesAFairHog(t *testing.T) {
 
 // A softirq storm: UDP packets into a veth whose receive side RPS steers
 // to the sleeper's CPU, sent from another CPU. The sleeper's CPU does
-// little but softirqs, and the violations say so.
+// little but softirqs (in ksoftirqd, which competes with the sleeper as
+// a fair task, and on interrupt exit), and the violations say so. This
+// host is shared: its other fair tasks (a tokio worker; this test's own
+// Go threads) may also run on that CPU, and a cold run once had 69% of
+// the wait behind them. So the shares are of the wait not spent running
+// a named task other than ksoftirqd, and the violations counted are
+// those not mostly spent behind fair tasks. Putting the sleeper at
+// SCHED_FIFO instead leaves no violation: it then preempts ksoftirqd.
 func TestExplainBlamesSoftirqs(t *testing.T) {
 	requireRoot(t)
 	if runtime.NumCPU() < 2 {
@@ -327,11 +334,21 @@ func TestExplainBlamesSoftirqs(t *testing.T) {
 	onThread(t, "infer-victim", cpu, 0, func() { defer wg.Done(); sleepLoop(ctx, time.Millisecond) })
 
 	s := explainedRun(t, "inference:max<=300us", 1500*time.Millisecond).inference(t)
-	if sh := s.share(KindSoftirq) + s.share(KindIRQ); sh < 0.5 {
-		t.Errorf("interrupts are %.0f%% of the violations' wait, want most of it", 100*sh)
+	var others time.Duration
+	for _, task := range s.Tasks {
+		if !strings.HasPrefix(task.Comm, "ksoftirqd/") {
+			others += task.Time
+		}
 	}
-	if s.ByCause[KindSoftirq] < s.Explained/2 {
-		t.Errorf("softirq is the largest part of %d of %d violations, want most", s.ByCause[KindSoftirq], s.Explained)
+	window := max(s.Window, s.Wait) - others
+	if window <= 0 {
+		t.Fatalf("the violations' wait was all spent running other tasks (%v of %v): nothing to attribute", others, max(s.Window, s.Wait))
+	}
+	if sh := float64(s.Parts.Of(KindSoftirq)+s.Parts.Of(KindIRQ)) / float64(window); sh < 0.5 {
+		t.Errorf("interrupts are %.0f%% of the violations' wait not spent running other tasks (%v of it), want most of it", 100*sh, window)
+	}
+	if rest := s.Explained - s.ByCause[KindFair]; s.ByCause[KindSoftirq] == 0 || s.ByCause[KindSoftirq] < rest/2 {
+		t.Errorf("softirq is the largest part of %d of the %d violations not mostly spent behind fair tasks, want most", s.ByCause[KindSoftirq], rest)
 	}
 }
 
