@@ -14,7 +14,8 @@
  *     lane task that finds none is woken on a CPU running fair work (this
  *     one if it may, else the one whose fair task has run longest) and
  *     inserted into its local queue, preempting that task.
- *  2. enqueue: per-CPU kthreads go to their CPU's local queue; they preempt
+ *  2. enqueue: tasks that may not leave their CPU (migration disabled)
+ *     and per-CPU kthreads go to their CPU's local queue; kthreads preempt
  *     fair work (other work waits on them) but never the lane. Lane tasks
  *     waking up go straight to a CPU's local queue (an idle one if any,
  *     else this CPU or the one whose fair task has run the longest,
@@ -192,6 +193,21 @@ static __always_inline bool is_percpu_kthread(struct task_struct *p)
 	return (p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1;
 }
 
+/*
+ * May p not leave its CPU? A BPF program runs with migration disabled for
+ * the task it runs in (the trampoline's migrate_disable()), so the task
+ * running this callback counts one more than it holds: the kernel's own
+ * test does the same (is_bpf_migration_disabled). That task is the one
+ * cpu_release hands back, and taken at its count it would never leave the
+ * CPU an RT task just took.
+ */
+static __always_inline bool migration_disabled(struct task_struct *p)
+{
+	struct task_struct *self = bpf_get_current_task_btf();
+
+	return p->migration_disabled > (self->pid == p->pid ? 1 : 0);
+}
+
 /* May p (or, if NULL, any lane task) preempt the task running on cpu: a
  * busy CPU, running neither the lane nor a guard turn? */
 static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu)
@@ -283,7 +299,7 @@ s32 hl_select_cpu(u64 *ctx)
 	 * preempts. The wake-up then needs no enqueue callback and no move
 	 * between runqueues. A migration-disabled task stays where it is.
 	 */
-	if (c->high_priority && c->preempt && !p->migration_disabled) {
+	if (c->high_priority && c->preempt && !migration_disabled(p)) {
 		cpu = lane_target(p, prev_cpu, &is_idle);
 		if (cpu >= 0 && is_idle) {
 			/*
@@ -395,6 +411,20 @@ int hl_enqueue(u64 *ctx)
 		st->enqueued[cls]++;
 
 	/*
+	 * A task that may not leave its CPU runs there next, as the kernel
+	 * itself queues it when the scheduler does not ask for such tasks.
+	 * hotlane asks (SCX_OPS_ENQ_MIGRATION_DISABLED, where the kernel has
+	 * it) because on 6.15-6.18 cpu_release's hand-back runs inside this
+	 * program's caller, where the task handed back looks migration
+	 * disabled to the kernel: without the flag the kernel would put the
+	 * lane task straight back behind the RT task, for its whole burst.
+	 */
+	if (migration_disabled(p)) {
+		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, enq_flags);
+		return 0;
+	}
+
+	/*
 	 * A per-CPU kthread can run nowhere else, so it goes to its own CPU's
 	 * local queue (enqueue runs on that CPU's runqueue). It preempts fair
 	 * work, which often waits on it (kworkers, ksoftirqd), but not the
@@ -414,10 +444,10 @@ int hl_enqueue(u64 *ctx)
 	 * A lane wake-up goes straight to the local queue of the CPU it should
 	 * run on, preempting the fair task there: no shared queue, no
 	 * dispatch callback, no second IPI. lane_target() only offers CPUs in
-	 * p's cpus_ptr; a migration-disabled task stays on the shared queue.
+	 * p's cpus_ptr (migration-disabled tasks were queued above).
 	 */
 	if (c->high_priority) {
-		if (c->preempt && (enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ)) && !p->migration_disabled) {
+		if (c->preempt && (enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ))) {
 			target = lane_target(p, scx_bpf_task_cpu(p), &idle);
 			/*
 			 * Through the high queue, with the target kicked to take
@@ -494,7 +524,7 @@ static __always_inline bool may_run_here(struct task_struct *p, s32 self)
 {
 	if (!bpf_cpumask_test_cpu(self, p->cpus_ptr))
 		return false;
-	return !p->migration_disabled || scx_bpf_task_cpu(p) == self;
+	return !migration_disabled(p) || scx_bpf_task_cpu(p) == self;
 }
 
 /* Without storage (out of memory) a task has no stamp: it counts as the

@@ -287,6 +287,9 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stop()
+	if ev, err := os.ReadFile("/sys/kernel/sched_ext/root/events"); err == nil {
+		t.Logf("sched_ext events:\n%s", ev)
+	}
 	snap, d := finish()
 	lane := laneWaits(snap, laneTID.Load())
 	limit := 2 * (tick + laneSlice)
@@ -381,6 +384,9 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 		}
 	}
 	h.stop()
+	if ev, err := os.ReadFile("/sys/kernel/sched_ext/root/events"); err == nil {
+		t.Logf("sched_ext events:\n%s", ev)
+	}
 	snap, d := finish()
 	lane := laneWaits(snap, laneTID.Load())
 	limit := 2 * (tick + laneSlice)

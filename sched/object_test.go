@@ -14,17 +14,24 @@ import (
 // shaped like a kernel of one generation.
 func kernelBTF(t *testing.T, funcs ...string) *btf.Spec {
 	t.Helper()
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	types := []btf.Type{&btf.Struct{Name: "sched_ext_ops", Size: 8, Members: []btf.Member{{Name: "flags", Type: u64}}}}
+	for _, name := range funcs {
+		proto := &btf.FuncProto{Return: (*btf.Void)(nil), Params: []btf.FuncParam{{Name: "dsq_id", Type: u64}}}
+		types = append(types, &btf.Func{Name: name, Type: proto, Linkage: btf.GlobalFunc})
+	}
+	return btfSpec(t, types...)
+}
+
+// btfSpec marshals types into a BTF blob and loads it back.
+func btfSpec(t *testing.T, types ...btf.Type) *btf.Spec {
+	t.Helper()
 	b, err := btf.NewBuilder(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u64 := &btf.Int{Name: "u64", Size: 8}
-	if _, err := b.Add(&btf.Struct{Name: "sched_ext_ops", Size: 8, Members: []btf.Member{{Name: "flags", Type: u64}}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range funcs {
-		proto := &btf.FuncProto{Return: (*btf.Void)(nil), Params: []btf.FuncParam{{Name: "dsq_id", Type: u64}}}
-		if _, err := b.Add(&btf.Func{Name: name, Type: proto, Linkage: btf.GlobalFunc}); err != nil {
+	for _, typ := range types {
+		if _, err := b.Add(typ); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,5 +133,35 @@ func TestObjectsNameOnlyTheirGenerationsKfuncs(t *testing.T) {
 				t.Errorf("object %s calls %s, which belongs to another generation", obj.name, f)
 			}
 		}
+	}
+}
+
+// The flags follow the kernel: ENQ_MIGRATION_DISABLED only where the enum
+// has it (a kernel without it rejects unknown flags), SWITCH_PARTIAL only
+// when asked, both read from BTF.
+func TestOpsFlagsFollowTheKernel(t *testing.T) {
+	spec := func(values ...btf.EnumValue) *btf.Spec {
+		return btfSpec(t, &btf.Enum{Name: "scx_ops_flags", Size: 8, Values: values})
+	}
+	k614 := spec(btf.EnumValue{Name: "SCX_OPS_ENQ_EXITING", Value: 4}, btf.EnumValue{Name: "SCX_OPS_SWITCH_PARTIAL", Value: 8})
+	k617 := spec(btf.EnumValue{Name: "SCX_OPS_SWITCH_PARTIAL", Value: 8}, btf.EnumValue{Name: "SCX_OPS_ENQ_MIGRATION_DISABLED", Value: 16})
+	for _, tc := range []struct {
+		name    string
+		kernel  *btf.Spec
+		partial bool
+		want    uint64
+	}{
+		{"6.14", k614, false, 0},
+		{"6.14 partial", k614, true, 8},
+		{"6.17", k617, false, 16},
+		{"6.17 partial", k617, true, 24},
+	} {
+		got, err := opsFlags(tc.kernel, tc.partial)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: opsFlags = %#x, %v; want %#x", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := opsFlags(spec(btf.EnumValue{Name: "SCX_OPS_ENQ_EXITING", Value: 4}), true); !errors.Is(err, loader.ErrEnumNotFound) {
+		t.Errorf("partial on a kernel without SWITCH_PARTIAL: %v, want ErrEnumNotFound", err)
 	}
 }

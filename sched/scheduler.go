@@ -246,16 +246,39 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
 		}
 	}
 
-	var flags uint64
-	if cfg.Partial {
-		if flags, err = loader.EnumValue(kernel, "SCX_OPS_SWITCH_PARTIAL"); err != nil {
-			return err
-		}
+	flags, err := opsFlags(kernel, cfg.Partial)
+	if err != nil {
+		return err
 	}
 	return patchStructOps(spec.Maps[structOpsName], map[string]uint64{
 		"flags":      flags,
 		"timeout_ms": uint64(cfg.Timeout.Milliseconds()),
 	})
+}
+
+// opsFlags returns sched_ext_ops.flags for the kernel: SWITCH_PARTIAL when
+// partial, and ENQ_MIGRATION_DISABLED where the kernel has it (6.15 on).
+// Without that flag, 6.15-6.18 queue every migration-disabled task on its
+// CPU without asking ops.enqueue, and to them the task cpu_release hands
+// back is one: a lane task preempted by an RT task would wait out the RT
+// task's burst (sched.bpf.c tells the two apart).
+func opsFlags(kernel *btf.Spec, partial bool) (uint64, error) {
+	var flags uint64
+	if partial {
+		v, err := loader.EnumValue(kernel, "SCX_OPS_SWITCH_PARTIAL")
+		if err != nil {
+			return 0, err
+		}
+		flags |= v
+	}
+	v, err := loader.EnumValue(kernel, "SCX_OPS_ENQ_MIGRATION_DISABLED")
+	switch {
+	case err == nil:
+		flags |= v
+	case !errors.Is(err, loader.ErrEnumNotFound):
+		return 0, err
+	}
+	return flags, nil
 }
 
 // deviceHooks returns the programs that note device opens and ioctls for
