@@ -49,7 +49,11 @@ if [ "${1:-}" = --print-mirror ]; then
 	exit 0
 fi
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+# grep reads to the end (no -q) in these pipes: under pipefail, grep -q
+# leaving at the first match kills the writer with SIGPIPE and turns a
+# match into a failure, as it did for clang-22 once apt-cache policy
+# printed more than one write's worth.
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep "ok installed" >/dev/null; }
 version_ge() { installed "$1" && dpkg --compare-versions "$(dpkg-query -W -f='${Version}' "$1")" ge "$2"; }
 
 # apt's output goes to a log; when a step fails its tail is shown, so a
@@ -95,7 +99,7 @@ export DEBIAN_FRONTEND=noninteractive
 echo "hotlane: updating the package lists"
 apt_step apt-get update -q
 for p in "${optional[@]}"; do
-	if apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+	if apt-cache policy "$p" 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then
 		missing+=("$p")
 	else
 		echo "hotlane: warning: $p is not in the host's apt sources (bookworm-security has it); scx_qmap will be built with an older clang, which the kernel's verifier rejects" >&2
