@@ -203,9 +203,10 @@ static __always_inline bool is_percpu_kthread(struct task_struct *p)
  */
 static __always_inline bool migration_disabled(struct task_struct *p)
 {
-	struct task_struct *self = bpf_get_current_task_btf();
-
-	return p->migration_disabled > (self->pid == p->pid ? 1 : 0);
+	/* Nearly every task is at 0: no helper call for those. */
+	if (!p->migration_disabled)
+		return false;
+	return p->migration_disabled > (bpf_get_current_task_btf()->pid == p->pid ? 1 : 0);
 }
 
 /* May p (or, if NULL, any lane task) preempt the task running on cpu: a

@@ -287,9 +287,7 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stop()
-	if ev, err := os.ReadFile("/sys/kernel/sched_ext/root/events"); err == nil {
-		t.Logf("sched_ext events:\n%s", ev)
-	}
+	logSchedExtEvents(t)
 	snap, d := finish()
 	lane := laneWaits(snap, laneTID.Load())
 	limit := 2 * (tick + laneSlice)
@@ -384,9 +382,7 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 		}
 	}
 	h.stop()
-	if ev, err := os.ReadFile("/sys/kernel/sched_ext/root/events"); err == nil {
-		t.Logf("sched_ext events:\n%s", ev)
-	}
+	logSchedExtEvents(t)
 	snap, d := finish()
 	lane := laneWaits(snap, laneTID.Load())
 	limit := 2 * (tick + laneSlice)
@@ -543,4 +539,14 @@ func guardedDefault(t *testing.T) (*sched.Scheduler, func() (*verify.Snapshot, s
 	}
 	s := load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
 	return s, measure(t, s, table), sched.Config{Table: table}.GuardedWaitBound(tick)
+}
+
+// logSchedExtEvents logs the kernel's sched_ext event counters (6.15 on:
+// tasks it kept from enqueue, slices it refilled, ...), which say what
+// the kernel did behind the scheduler's back.
+func logSchedExtEvents(t *testing.T) {
+	t.Helper()
+	if ev, err := os.ReadFile(sysfs + "/root/events"); err == nil {
+		t.Logf("sched_ext events:\n%s", ev)
+	}
 }

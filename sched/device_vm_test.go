@@ -51,6 +51,23 @@ func deviceChild(dev string) {
 	}
 }
 
+// threadState is a thread's state letter and comm from /proc (R, S, ...),
+// or why it cannot be read (the thread has exited): a thread neither the
+// scheduler nor the tracer has seen may simply not have run.
+func threadState(tid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tid))
+	if err != nil {
+		return "gone: " + err.Error()
+	}
+	// pid (comm) state ...; comm may hold spaces and parentheses.
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open || end+3 > len(s) {
+		return "unreadable stat"
+	}
+	return s[end+2:end+3] + " " + s[open+1:end]
+}
+
 // useDevice opens path and issues an ioctl on it (TCGETS, which a memory
 // device refuses after the kernel's hooks have seen it).
 func useDevice(path string) error {
@@ -83,7 +100,7 @@ func classesAgree(t *testing.T, what string, s *sched.Scheduler, tr *verify.Trac
 		for tid, class := range want {
 			got, err := s.TaskClass(tid)
 			if err != nil || got != class || traced[tid] != class {
-				wrong = append(wrong, fmt.Sprintf("thread %d: scheduler %q (%v), tracer %q; want %q", tid, got, err, traced[tid], class))
+				wrong = append(wrong, fmt.Sprintf("thread %d (%s): scheduler %q (%v), tracer %q; want %q", tid, threadState(tid), got, err, traced[tid], class))
 			}
 		}
 		if len(wrong) == 0 {

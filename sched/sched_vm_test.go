@@ -54,10 +54,12 @@ func TestVMKernel617(t *testing.T) {
 		// queues (7.3: 7.5-11.9 ms); the test's limit is 50 ms. The
 		// explained waits (the test logs them when it fails) show the
 		// lane task waiting on CPU 0, where it last ran, for the RT
-		// burst only: it never left the CPU the RT task holds. Making
-		// a released CPU (cpu_release to cpu_acquire) no lane target did
-		// not change that (max 35.3 and 49.8 ms), so the task reaches
-		// that CPU's queue some other way; not understood yet.
+		// burst only, then running there. Setting
+		// SCX_OPS_ENQ_MIGRATION_DISABLED (cpu_release's hand-back now
+		// reaches enqueue) left it failing four runs of five. Traced,
+		// the lane task went to the high queue with no CPU to preempt
+		// and CPU 1 did not take it for 24-48 ms; why is not
+		// understood yet.
 		Run:       "^TestGuest([^F]|Fault(LaneKeepsCPUWhenSliceEnds|PinnedTasksUnderLaneSaturation)$)",
 		ScxSimple: true, Kernel: "6.17", MultiThreadedTCG: true, Timeout: 15 * time.Minute,
 	})
