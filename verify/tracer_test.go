@@ -858,9 +858,20 @@ func testFeltOfTimerWakeups(t *testing.T, wantEnd FeltEnd) {
 			timer.Felt.Sum(), timer.Hist.Count(), timer.Hist.Sum(), delivery.Sum())
 	}
 	// The thread reads its clock after its felt wait ends, every time.
-	if time.Duration(timer.Felt.Sum()) > lateness || time.Duration(timer.Felt.Max()) > worst {
+	// That bounds each timer wake-up's felt wait by its lateness, but not
+	// a wait with no timer cause: a FIFO-1 thread can still be preempted
+	// by the kernel's higher RT threads between its sleeps, and that wait
+	// is in no lateness it reads (a cold run of 2026-11-24: 301 waits,
+	// 291 timer wake-ups, the longest felt 2.53 ms against a worst
+	// lateness of 2.13 ms). So the longest is held to the worst only when
+	// every wait was a timer's; the sums always.
+	uncaused := timer.Hist.Count() - delivery.Count()
+	if time.Duration(timer.Felt.Sum()) > lateness || (uncaused == 0 && time.Duration(timer.Felt.Max()) > worst) {
 		t.Errorf("the tracer's felt waits (sum %s, longest %s) exceed the thread's own lateness (sum %s, worst %s)",
 			time.Duration(timer.Felt.Sum()), time.Duration(timer.Felt.Max()), lateness, worst)
+	} else if uncaused > 0 && time.Duration(timer.Felt.Max()) > worst {
+		t.Logf("the longest felt wait, %s, is over the thread's worst lateness, %s: one of its %d waits without a timer cause",
+			time.Duration(timer.Felt.Max()), worst, uncaused)
 	}
 	t.Logf("futex thread: %d waits, wait sum %s, felt sum %s; %d timer wake-ups, delivery sum %s",
 		futex.Hist.Count(), time.Duration(futex.Hist.Sum()), time.Duration(futex.Felt.Sum()), futexDelivery.Count(), time.Duration(futexDelivery.Sum()))
