@@ -27,7 +27,7 @@ import (
 const deviceChildEnv = "HOTLANE_TEST_DEVICE_CHILD"
 
 func deviceChild(dev string) {
-	runtime.LockOSThread() // the main thread, whose tid is the pid
+	// The main goroutine is locked to the main thread (tid = pid) by init.
 	go func() {
 		runtime.LockOSThread()
 		fmt.Println(unix.Gettid())

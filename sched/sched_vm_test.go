@@ -600,13 +600,24 @@ func startChild(t *testing.T, env string) *child {
 	return c
 }
 
+// init keeps a helper process's main goroutine on the main thread, whose
+// tid is the pid the tests watch. Locking in main is too late: the
+// goroutine may already have moved to another thread, leaving the main
+// thread idle in the runtime for good (seen twice, as a thread that
+// neither the scheduler nor the tracer saw run for 30 s); the runtime
+// guarantees the main thread only to a lock taken during init.
+func init() {
+	if os.Getenv(deviceChildEnv) != "" || os.Getenv(sleeperEnv) == "1" {
+		runtime.LockOSThread()
+	}
+}
+
 func TestMain(m *testing.M) {
 	if dev := os.Getenv(deviceChildEnv); dev != "" {
 		deviceChild(dev)
 	}
 	if os.Getenv(sleeperEnv) == "1" {
-		runtime.LockOSThread() // the main thread, whose tid is the pid, does the sleeping
-		for {
+		for { // on the main thread, locked by init
 			time.Sleep(time.Millisecond)
 		}
 	}
