@@ -196,9 +196,19 @@ func TestGuestCyclictestScenario(t *testing.T) {
 	// on 2026-11-23, whatever the guest ran. So the scheduler's part is
 	// ordered strictly, and cyclictest's own p99 whenever the host
 	// delivered that variant's timers no later than EEVDF's (p99 within
-	// 1.25x); otherwise the test says so. The median is logged, not
-	// asserted: 0.95-1.22x EEVDF's in five boots of 2026-11-23, where
-	// both schedulers preempt at once and the delivery dominates.
+	// 1.25x); otherwise the test says so. p90 is ordered in both views:
+	// a lane that did not preempt would wait out part of a hog's slice
+	// one time in two, as the issue saw (its p50 3-4 ms). On 2026-11-24
+	// cyclictest's p90 was 459 us against EEVDF's 1.44 ms here, and 0.22x
+	// and 0.34x EEVDF's in two boots of variants (stress-ng at 4x, and
+	// with all its methods). The median is logged, not asserted: EEVDF already
+	// preempts at once there, at SCHED_FIFO's floor (wait p50 71.7 against
+	// FIFO's 69.6 us, felt 250 against 254 us in one boot; `hotlane vm
+	// --mttcg --add /usr/bin/cyclictest --add /usr/bin/stress-ng -- bench
+	// --workload cyclictest --schedulers eevdf,hotlane,eevdf+fifo
+	// --duration 8s --repeats 3 --bound ''`), so no class orders below it
+	// but by noise, and hotlane's median carries sched_ext's callbacks
+	// under TCG (0.95-1.22x EEVDF's in five boots of 2026-11-23).
 	e := lanes[workloads.EEVDF]
 	for _, v := range []string{workloads.HotlaneName, workloads.EEVDFFIFO} {
 		run, l := findRun(rep, v), lanes[v]
@@ -206,9 +216,17 @@ func TestGuestCyclictestScenario(t *testing.T) {
 			t.Errorf("no %s run in the report", v)
 			continue
 		}
-		t.Logf("cyclictest in the lane, %s vs EEVDF: p50 %s vs %s, p99 %s vs %s",
-			v, report.Duration(l.P50), report.Duration(e.P50), report.Duration(l.P99), report.Duration(e.P99))
-		if w, ew := run.Summary.Lane[workloads.ViewTracer], er.Summary.Lane[workloads.ViewTracer]; w.P99 >= ew.P99 {
+		w, ew := run.Summary.Lane[workloads.ViewTracer], er.Summary.Lane[workloads.ViewTracer]
+		t.Logf("cyclictest in the lane, %s vs EEVDF: p50 %s vs %s, p90 %s vs %s, p99 %s vs %s (wake-up to run p50 %s vs %s)",
+			v, report.Duration(l.P50), report.Duration(e.P50), report.Duration(l.P90), report.Duration(e.P90),
+			report.Duration(l.P99), report.Duration(e.P99), report.Duration(w.P50), report.Duration(ew.P50))
+		if w.P90 >= ew.P90 {
+			t.Errorf("%s: cyclictest's wake-up to run p90 %s, not below EEVDF's %s", v, report.Duration(w.P90), report.Duration(ew.P90))
+		}
+		if l.P90 >= e.P90 {
+			t.Errorf("%s: cyclictest p90 %s, not below EEVDF's %s", v, report.Duration(l.P90), report.Duration(e.P90))
+		}
+		if w.P99 >= ew.P99 {
 			t.Errorf("%s: cyclictest's wake-up to run p99 %s, not below EEVDF's %s", v, report.Duration(w.P99), report.Duration(ew.P99))
 		}
 		d, ed := laneDelivery(run).P99, laneDelivery(er).P99
