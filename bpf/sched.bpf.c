@@ -196,17 +196,20 @@ static __always_inline bool is_percpu_kthread(struct task_struct *p)
 /*
  * May p not leave its CPU? A BPF program runs with migration disabled for
  * the task it runs in (the trampoline's migrate_disable()), so the task
- * running this callback counts one more than it holds: the kernel's own
- * test does the same (is_bpf_migration_disabled). That task is the one
- * cpu_release hands back, and taken at its count it would never leave the
- * CPU an RT task just took.
+ * running a callback counts one more than it holds for every BPF program
+ * under way in it: depth is 1 in a callback, and 2 in an enqueue that
+ * cpu_release's hand-back calls from inside cpu_release (6.15-6.18), where
+ * the task handed back is the one running both. The kernel's own test
+ * (is_bpf_migration_disabled) allows for one only; taken at its count, a
+ * lane task preempted by an RT task would never leave that CPU (it waited
+ * out whole 100 ms bursts on 6.17).
  */
-static __always_inline bool migration_disabled(struct task_struct *p)
+static __always_inline bool migration_disabled(struct task_struct *p, u32 depth)
 {
 	/* Nearly every task is at 0: no helper call for those. */
 	if (!p->migration_disabled)
 		return false;
-	return p->migration_disabled > (bpf_get_current_task_btf()->pid == p->pid ? 1 : 0);
+	return p->migration_disabled > (bpf_get_current_task_btf()->pid == p->pid ? depth : 0);
 }
 
 /* May p (or, if NULL, any lane task) preempt the task running on cpu: a
@@ -300,7 +303,7 @@ s32 hl_select_cpu(u64 *ctx)
 	 * preempts. The wake-up then needs no enqueue callback and no move
 	 * between runqueues. A migration-disabled task stays where it is.
 	 */
-	if (c->high_priority && c->preempt && !migration_disabled(p)) {
+	if (c->high_priority && c->preempt && !migration_disabled(p, 1)) {
 		cpu = lane_target(p, prev_cpu, &is_idle);
 		if (cpu >= 0 && is_idle) {
 			/*
@@ -420,7 +423,7 @@ int hl_enqueue(u64 *ctx)
 	 * disabled to the kernel: without the flag the kernel would put the
 	 * lane task straight back behind the RT task, for its whole burst.
 	 */
-	if (migration_disabled(p)) {
+	if (migration_disabled(p, enq_flags & HL_ENQ_REENQ ? 2 : 1)) {
 		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, enq_flags);
 		return 0;
 	}
@@ -525,7 +528,7 @@ static __always_inline bool may_run_here(struct task_struct *p, s32 self)
 {
 	if (!bpf_cpumask_test_cpu(self, p->cpus_ptr))
 		return false;
-	return !migration_disabled(p) || scx_bpf_task_cpu(p) == self;
+	return !migration_disabled(p, 1) || scx_bpf_task_cpu(p) == self;
 }
 
 /* Without storage (out of memory) a task has no stamp: it counts as the
