@@ -199,16 +199,13 @@ func TestGuestCyclictestScenario(t *testing.T) {
 	// 1.25x); otherwise the test says so. p90 is ordered in both views:
 	// a lane that did not preempt would wait out part of a hog's slice
 	// one time in two, as the issue saw (its p50 3-4 ms). On 2026-11-24
-	// cyclictest's p90 was 459 us against EEVDF's 1.44 ms here, and 0.22x
-	// and 0.34x EEVDF's in two boots of variants (stress-ng at 4x, and
-	// with all its methods). The median is logged, not asserted: EEVDF already
-	// preempts at once there, at SCHED_FIFO's floor (wait p50 71.7 against
-	// FIFO's 69.6 us, felt 250 against 254 us in one boot; `hotlane vm
-	// --mttcg --add /usr/bin/cyclictest --add /usr/bin/stress-ng -- bench
-	// --workload cyclictest --schedulers eevdf,hotlane,eevdf+fifo
-	// --duration 8s --repeats 3 --bound ''`), so no class orders below it
-	// but by noise, and hotlane's median carries sched_ext's callbacks
-	// under TCG (0.95-1.22x EEVDF's in five boots of 2026-11-23).
+	// cyclictest's p90 was 459 us against EEVDF's 1.44 ms here. The
+	// median is logged, not asserted: EEVDF
+	// already preempts at once there, at SCHED_FIFO's floor (this test on
+	// 2026-11-24: wake-up to run p50 65.5 against FIFO's 59.4 us), so no
+	// class orders below it but by noise, and hotlane's median carries
+	// sched_ext's callbacks under TCG (0.95-1.22x EEVDF's in five boots of
+	// 2026-11-23; the README's status gives the command).
 	e := lanes[workloads.EEVDF]
 	for _, v := range []string{workloads.HotlaneName, workloads.EEVDFFIFO} {
 		run, l := findRun(rep, v), lanes[v]
