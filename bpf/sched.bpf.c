@@ -13,14 +13,17 @@
  *     into that CPU's local queue. No shared queue, no lock, no latency. A
  *     lane task that finds none is woken on a CPU running fair work (this
  *     one if it may, else the one whose fair task has run longest) and
- *     inserted into its local queue, preempting that task.
+ *     inserted into its local queue, preempting that task. That CPU is
+ *     no victim for the next lane wake-up until it has switched.
  *  2. enqueue: tasks that may not leave their CPU (migration disabled)
  *     and per-CPU kthreads go to their CPU's local queue; kthreads preempt
  *     fair work (other work waits on them) but never the lane. Lane tasks
  *     waking up go straight to a CPU's local queue (an idle one if any,
  *     else this CPU or the one whose fair task has run the longest,
  *     preempting it), or to the high queue when the lane holds every CPU
- *     they may use. A fair task the lane just preempted goes back to
+ *     they may use. A lane task that did not wake (requeued, preempted,
+ *     handed back by cpu_release) goes to the high queue with such a CPU
+ *     kicked to take it. A fair task the lane just preempted goes back to
  *     its CPU's local queue, behind the lane, with the rest of its
  *     slice. Other tasks go to the fair queue in vtime order, with at
  *     most one slice of banked credit and HL_MAX_DEBT slices
@@ -29,9 +32,9 @@
  *     whose slice ran out keeps its CPU while no other lane task waits:
  *     the kernel asks dispatch before it requeues it, and pulling a fair
  *     task then would make the lane wait a whole fair slice.
- *     The starvation guard is per CPU: a CPU that has run no fair task for
- *     starvation_ns while the lane kept it busy and fair tasks waited gives
- *     the fair queue a short turn (starvation_ns / 2 of CPU, however many
+ *     The starvation guard is per CPU: a CPU that has given the lane
+ *     starvation_ns of its time since it last served the fair queue,
+ *     while fair tasks waited, gives the fair queue a short turn (starvation_ns / 2 of CPU, however many
  *     tasks that takes), shielded from lane preemption. The
  *     turn goes by age, not vtime (the longest-waiting task, so wake-ups
  *     with credit cannot keep a nice-19 task behind them), and only to a
@@ -95,7 +98,7 @@ u64 nr_enqueues;
  * a lane wake-up leaves for the CPU it woke the task on. */
 struct hl_cpu {
 	u64 started_at;	/* when the running task started */
-	u64 fair_at;	/* when this CPU last served the fair queue, or found it empty */
+	u64 lane_ns;	/* lane time here since this CPU last served the fair queue or found it empty */
 	u64 guard_until;	/* end of the guard turn this CPU is serving */
 	u64 run_slice;	/* the slice the running fair task started with */
 	u32 busy;
@@ -104,7 +107,7 @@ struct hl_cpu {
 	s32 curr_pid;	/* the task running (or last run) here */
 	u32 lane;	/* that task runs (or last ran) as a lane task, not a guard turn */
 	u32 class_id;	/* and as this class */
-	s32 next_lane_pid;	/* a lane task woken into this CPU's local queue, */
+	s32 next_lane_pid;	/* a lane task woken into this CPU's local queue: no victim */
 	u32 next_lane_class;	/* and its class: running need not look it up */
 	s32 resumed_pid;	/* a preempted fair task put back in the local queue */
 	u32 resumed;	/* the running task is that one: not a fair-queue turn */
@@ -167,11 +170,13 @@ static __always_inline struct hl_cpu *cpu_get(s32 cpu)
 }
 
 /*
- * A lane task was just inserted into cpu's local queue: tell that CPU its
- * class, so that running, on the lane's wake-up path, finds it in the
- * per-CPU entry it touches anyway instead of in task storage. Another
- * wake-up may overwrite the note before the task runs; running then looks
- * the class up as usual.
+ * A lane task was just inserted into cpu's local queue, preempting it. The
+ * note claims the CPU until its next task runs: a second lane wake-up that
+ * took it for a victim too (the fair task is still running there) would
+ * queue behind the first, or preempt it, while another CPU runs fair work.
+ * Two lane tasks whose timers fire together on one CPU did just that. The
+ * note also gives running the class, from the per-CPU entry it touches
+ * anyway instead of from task storage.
  */
 static __always_inline void note_lane_wakeup(s32 cpu, struct task_struct *p, u32 cls)
 {
@@ -213,7 +218,8 @@ static __always_inline bool migration_disabled(struct task_struct *p, u32 depth)
 }
 
 /* May p (or, if NULL, any lane task) preempt the task running on cpu: a
- * busy CPU, running neither the lane nor a guard turn? */
+ * busy CPU, running neither the lane nor a guard turn, and not claimed by
+ * a lane wake-up already? */
 static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu)
 {
 	struct hl_cpu *c;
@@ -221,7 +227,7 @@ static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu
 	if (cpu >= nr_cpus || (p && !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)))
 		return NULL;
 	c = cpu_get(cpu);
-	if (!c || !c->busy || c->shielded)
+	if (!c || !c->busy || c->shielded || c->next_lane_pid)
 		return NULL;
 	return c;
 }
@@ -260,7 +266,7 @@ static s32 lane_target(struct task_struct *p, s32 prev_cpu, bool *idle)
 			all_busy = false;
 			continue;
 		}
-		if (c->shielded || (!anywhere && !bpf_cpumask_test_cpu(i, p->cpus_ptr)))
+		if (c->shielded || c->next_lane_pid || (!anywhere && !bpf_cpumask_test_cpu(i, p->cpus_ptr)))
 			continue;
 		if (i == self)
 			self_ok = true;
@@ -451,17 +457,21 @@ int hl_enqueue(u64 *ctx)
 	 * p's cpus_ptr (migration-disabled tasks were queued above).
 	 */
 	if (c->high_priority) {
-		if (c->preempt && (enq_flags & (HL_ENQ_WAKEUP | HL_ENQ_REENQ))) {
+		if (c->preempt) {
 			target = lane_target(p, scx_bpf_task_cpu(p), &idle);
 			/*
 			 * Through the high queue, with the target kicked to take
-			 * it, in two cases. Handed back by cpu_release, the task
-			 * is still the one this CPU is switching away from, so
-			 * no other CPU can take it yet (the tick below retries
-			 * until one does). An idle target, for the reason
-			 * select_cpu gives.
+			 * it, for an idle target (for the reason select_cpu
+			 * gives) and for a task that did not wake: one requeued
+			 * (its slice ran out while another lane task waited, a
+			 * guard turn took its CPU, a lane wake-up preempted it)
+			 * or handed back by cpu_release. Such a task is still
+			 * the one this CPU is switching away from, so no other
+			 * CPU can take it yet; the kick makes the target ask
+			 * dispatch once it has. Without the kick it waited for
+			 * that CPU's next tick, or its whole slice if shielded.
 			 */
-			if (target >= 0 && ((enq_flags & HL_ENQ_REENQ) || idle)) {
+			if (target >= 0 && (!(enq_flags & HL_ENQ_WAKEUP) || idle)) {
 				hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
 				scx_bpf_kick_cpu(target, idle ? HL_KICK_IDLE : HL_KICK_PREEMPT);
 				if (st && idle)
@@ -476,9 +486,8 @@ int hl_enqueue(u64 *ctx)
 				return 0;
 			}
 		}
-		/* No CPU to take: the lane holds every allowed one. A task
-		 * requeued after its slice finds every CPU serving the high
-		 * queue first anyway. */
+		/* No CPU to take: the lane holds every allowed one, and every
+		 * CPU serves the high queue before the fair one. */
 		hl_dsq_insert(p, HL_DSQ_HIGH, c->slice_ns, enq_flags);
 		return 0;
 	}
@@ -629,6 +638,29 @@ static __always_inline const volatile struct hl_class *requeued_prev(struct task
 	return class_get(hl_classify(prev, &tc));
 }
 
+/*
+ * The guard's clock: lane time on this CPU since it last served the fair
+ * queue or found it empty, the running lane task's so far included. Lane
+ * time, not wall time: between lane runs, a fair task the lane preempted
+ * runs the rest of its slice, which is no turn of the fair queue but is
+ * not the lane's doing either. Counted in wall time, it made a CPU that
+ * gave the lane a tenth of its time owe guard turns, each one shielding
+ * it from the lane for starvation_ns / 2.
+ */
+static __always_inline u64 lane_owed(struct hl_cpu *c, u64 now)
+{
+	return c->lane_ns + (c->lane && c->busy ? now - c->started_at : 0);
+}
+
+/* This CPU served the fair queue, or found it empty: it owes it nothing,
+ * and a lane task running here counts from now. */
+static __always_inline void fair_served(struct hl_cpu *c, u64 now)
+{
+	c->lane_ns = 0;
+	if (c->lane && c->busy)
+		c->started_at = now;
+}
+
 SEC("struct_ops/hl_dispatch")
 int hl_dispatch(u64 *ctx)
 {
@@ -647,21 +679,21 @@ int hl_dispatch(u64 *ctx)
 		return 0;
 	/* Nobody waits for a fair turn: this CPU owes the fair queue nothing. */
 	if (!fair_waits)
-		c->fair_at = now;
+		fair_served(c, now);
 
 	/*
 	 * The starvation guard. This CPU has given the lane starvation_ns
-	 * without running a fair task while fair tasks waited: for the next
+	 * since it last served the fair queue while fair tasks waited: for the next
 	 * starvation_ns / 2 it serves the fair queue, oldest first, before the
 	 * lane, each task shielded at running. A turn is a time budget, not
 	 * one task: fair tasks that block at once do not use it up. Someone
 	 * else is kicked to take the lane from a fair task meanwhile.
 	 */
 	in_turn = (s64)(now - c->guard_until) < 0;
-	if (fair_waits && (in_turn || ((lane_waits || keep_prev) && now - c->fair_at >= starvation_ns)) &&
+	if (fair_waits && (in_turn || ((lane_waits || keep_prev) && lane_owed(c, now) >= starvation_ns)) &&
 	    guard_serve(self)) {
 		c->guard_turn = 1;
-		c->fair_at = now;
+		fair_served(c, now);
 		if (!in_turn) {
 			c->guard_until = now + starvation_ns / 2;
 			if (lane_waits)
@@ -704,6 +736,7 @@ int hl_tick(u64 *ctx)
 	struct hl_cpu *cpu = cpu_get(bpf_get_smp_processor_id());
 	struct hl_task_class *tc;
 	struct hl_stats *st;
+	u64 now;
 	u32 cls;
 
 	if (!cpu)
@@ -719,8 +752,10 @@ int hl_tick(u64 *ctx)
 		return 0;
 	if (scx_bpf_dsq_nr_queued(HL_DSQ_HIGH) > 0)
 		return 0;
-	if ((scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) > 0 || scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) > 0) &&
-	    bpf_ktime_get_ns() - cpu->fair_at >= starvation_ns)
+	now = bpf_ktime_get_ns();
+	if (scx_bpf_dsq_nr_queued(HL_DSQ_FAIR) <= 0 && scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) <= 0)
+		fair_served(cpu, now);
+	else if (lane_owed(cpu, now) >= starvation_ns)
 		return 0;
 	/* A task that never sleeps is classified here, once a slice: one
 	 * that left the lane (renamed, moved, its device idle) gives way. */
@@ -748,14 +783,15 @@ int hl_running(u64 *ctx)
 	if (!cpu)
 		return 0;
 	/* Classified a moment ago, when it woke or was queued; a lane
-	 * wake-up left its class in this CPU's entry. */
+	 * wake-up left its class in this CPU's entry. Whoever runs, the
+	 * CPU's claim ends here: it is a victim again by what runs now. */
 	if (cpu->next_lane_pid == p->pid) {
 		cls = cpu->next_lane_class;
-		cpu->next_lane_pid = 0;
 	} else {
 		tc = task_class(p);
 		cls = tc && tc->valid ? tc->class_id : hl_classify(p, &tc);
 	}
+	cpu->next_lane_pid = 0;
 	c = class_get(cls);
 	st = stats_get();
 	if (st && cls < HL_MAX_CLASSES)
@@ -781,7 +817,7 @@ int hl_running(u64 *ctx)
 		cpu->resumed_pid = 0;
 		cpu->resumed = 1;
 	} else {
-		cpu->fair_at = now;
+		fair_served(cpu, now);
 	}
 	if ((s64)(p->scx.dsq_vtime - vtime_now) > 0)
 		vtime_now = p->scx.dsq_vtime;
@@ -827,18 +863,16 @@ int hl_stopping(u64 *ctx)
 	if (!runnable)
 		hl_classify(p, &tc);
 	cpu->busy = 0;
-	if (cpu->lane)
+	now = bpf_ktime_get_ns();
+	used = now - cpu->started_at;
+	if (cpu->lane) {
+		cpu->lane_ns += used;
 		return 0;
+	}
 	c = class_get(cpu->class_id);
 
-	/* This CPU ran fair work until now: a lane task preempting a long
-	 * fair run has not starved the fair queue here. */
-	now = bpf_ktime_get_ns();
-	if (!cpu->resumed)
-		cpu->fair_at = now;
 	/* Charge the time run (a guard turn may be shorter than the class's
 	 * slice), scaled down by class weight and nice weight. */
-	used = now - cpu->started_at;
 	weight = (u64)(c->weight ?: 1) * (p->scx.weight ?: 1);
 	hl_set_dsq_vtime(p, p->scx.dsq_vtime + used * 100 * 100 / weight);
 	return 0;

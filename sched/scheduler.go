@@ -62,29 +62,34 @@ const GuardBatch = 8
 // at most GuardBatch normal tasks wait at once, on a kernel whose
 // scheduler tick is tick (see Tick).
 //
-// The guard is per CPU: a CPU that has run no normal task for the
-// starvation bound while the lane kept it gives the fair queue one turn.
-// It notices at its next dispatch, which comes at the latest when the lane
-// slice it runs ends, and a slice only ends on a tick. So each CPU serves
-// one waiting normal task at least every P = starvation + longest lane
-// slice + tick, and a task with the other GuardBatch-1 ahead of it is
-// served within GuardBatch * P. Fair tasks that merely wait for each other
-// (an oversubscribed machine with an idle lane) are the fair queue's
-// business, not the guard's; the sched_ext watchdog backs both.
+// The guard is per CPU: a CPU that has given the lane the starvation bound
+// of its time since it last served the fair queue gives the fair queue
+// one turn. It notices at its next dispatch, which comes at the latest
+// when the lane slice it runs ends, and a slice only ends on a tick. In
+// between, the normal task the lane preempted last time the queue was
+// served runs the rest of its slice, which is lane time neither. So each
+// CPU serves one waiting normal task at least every P = starvation +
+// longest lane slice + longest normal slice + tick, and a task with the
+// other GuardBatch-1 ahead of it is served within GuardBatch * P. Fair
+// tasks that merely wait for each other (an oversubscribed machine with an
+// idle lane) are the fair queue's business, not the guard's; the
+// sched_ext watchdog backs both.
 func (c Config) GuardedWaitBound(tick time.Duration) time.Duration {
 	starvation := c.Starvation
 	if starvation == 0 {
 		starvation = DefaultStarvation
 	}
-	var slice time.Duration
+	var lane, normal time.Duration
 	if c.Table != nil {
 		for _, cl := range c.Table.Classes {
 			if cl.HighPriority != 0 {
-				slice = max(slice, time.Duration(cl.SliceNs))
+				lane = max(lane, time.Duration(cl.SliceNs))
+			} else {
+				normal = max(normal, time.Duration(cl.SliceNs))
 			}
 		}
 	}
-	return GuardBatch * (starvation + slice + tick)
+	return GuardBatch * (starvation + lane + normal + tick)
 }
 
 // Tick is the running kernel's scheduler tick (1/HZ): the resolution of
