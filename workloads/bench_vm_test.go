@@ -19,7 +19,8 @@ import (
 )
 
 // TestVM runs the TestGuest* tests inside the sched_ext VM, with the
-// kernel's scx_simple and scx_qmap, cyclictest (rt-tests) and stress-ng.
+// kernel's scx_simple and scx_qmap, cyclictest and hackbench (rt-tests) and
+// stress-ng.
 // Multi-threaded TCG: the bench compares latencies.
 func TestVM(t *testing.T) {
 	vmtest.RunGuestTests(t, vmtest.Options{
@@ -28,6 +29,7 @@ func TestVM(t *testing.T) {
 		Executables: map[string]string{
 			"/usr/bin/cyclictest": "cyclictest",
 			"/usr/bin/stress-ng":  "stress-ng",
+			"/usr/bin/hackbench":  "hackbench",
 			"/usr/bin/sleep":      "sleep",
 		},
 		MultiThreadedTCG: true,
@@ -55,14 +57,7 @@ func TestGuestShortBench(t *testing.T) {
 	text := stdout.String()
 	t.Logf("report:\n%s", text)
 
-	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep workloads.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
+	rep := readReport(t, out)
 	if !rep.Pass || !rep.Complete || len(rep.Runs) != 6 {
 		t.Fatalf("report: pass %v complete %v, %d runs; want a passing run of 6 variants", rep.Pass, rep.Complete, len(rep.Runs))
 	}
@@ -237,6 +232,60 @@ func TestGuestCyclictestScenario(t *testing.T) {
 				v, report.Duration(l.P99), report.Duration(e.P99), report.Duration(d), report.Duration(ed))
 		}
 	}
+}
+
+// cyclictest over stress-ng and rt-tests' hackbench, the example workload,
+// through the CLI: hackbench's thousands of wake-ups a second run to the
+// end under both schedulers, and the lane's wait (the tracer's view) is
+// ordered below EEVDF's at p99, where EEVDF makes cyclictest queue
+// behind woken hackbench tasks. On 2026-11-24 two rounds of 8 s gave p99
+// 385 us against 3.80 ms (p50 92 against 135 us; in cyclictest's own view
+// p50 344 against 369 us, so the median is not asserted: timer delivery
+// under TCG, the same for both, is most of it).
+func TestGuestHackbenchScenario(t *testing.T) {
+	vmtest.RequireGuest(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cyclictest-hackbench.json")
+	if err := os.WriteFile(file, []byte(`{"cyclictest": [{"rate_hz": 100}], "stress_ng": [{"cpu": "1x"}], "hackbench": [{"groups": 1, "fds": 4}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(vmtest.HotlaneGuestPath, "bench", "--workload", file, "--schedulers", "eevdf,hotlane",
+		"--duration", "4s", "--warmup", "500ms", "--repeats", "1", "--bound", "", "--out", dir)
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hotlane bench: %v\n%s", err, stdout.String())
+	}
+	t.Logf("report:\n%s", stdout.String())
+	rep := readReport(t, dir)
+	er, hl := findRun(rep, workloads.EEVDF), findRun(rep, workloads.HotlaneName)
+	if !rep.Complete || er == nil || hl == nil {
+		t.Fatalf("report: complete %v, runs %d; want EEVDF and hotlane to have run to the end", rep.Complete, len(rep.Runs))
+	}
+	for _, run := range []*workloads.Run{er, hl} {
+		if run.StressOps == 0 || run.Summary.Lane[workloads.ViewTracer].Samples == 0 || run.Summary.Lane[workloads.ViewOutside].Samples == 0 {
+			t.Errorf("%s: no stress-ng work or no lane samples: %+v", run.Scheduler, run.Summary)
+		}
+	}
+	w, ew := hl.Summary.Lane[workloads.ViewTracer], er.Summary.Lane[workloads.ViewTracer]
+	if w.P99 >= ew.P99 {
+		t.Errorf("cyclictest's wake-up to run p99 under hotlane %s, not below EEVDF's %s", report.Duration(w.P99), report.Duration(ew.P99))
+	}
+}
+
+// readReport reads the report.json a bench wrote in dir.
+func readReport(t *testing.T, dir string) *workloads.Report {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep workloads.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	return &rep
 }
 
 // laneDelivery is the run's timer expiry to wake-up time of the lane

@@ -72,13 +72,14 @@ func TestCyclictestArgs(t *testing.T) {
 	}
 }
 
-// Runs the host's cyclictest and stress-ng for a second: both views come
-// back with samples and the lane policy holds on cyclictest's thread.
+// Runs the host's cyclictest, stress-ng and hackbench for a second: both
+// views come back with samples, the lane policy holds on cyclictest's
+// thread, and hackbench runs to the end without an error.
 func TestOutsideToolsOnHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs cyclictest and stress-ng")
 	}
-	for _, p := range []string{"cyclictest", "stress-ng"} {
+	for _, p := range []string{"cyclictest", "stress-ng", "hackbench"} {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Skipf("%s is not installed (scripts/deps.sh installs it)", p)
 		}
@@ -90,6 +91,7 @@ func TestOutsideToolsOnHost(t *testing.T) {
 	m := Mix{
 		Cyclictest: []Cyclictest{{Interval: 10 * time.Millisecond, Threads: 1, Limit: 100 * time.Millisecond}},
 		StressNg:   []StressNg{{CPU: 1}},
+		Hackbench:  []Hackbench{{Groups: 1, Fds: 2}},
 		Lane:       lane,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
@@ -103,5 +105,18 @@ func TestOutsideToolsOnHost(t *testing.T) {
 	}
 	if res.StressOps[0] == 0 {
 		t.Error("stress-ng did no work")
+	}
+}
+
+// hackbench that fails is an error, not missing load nobody notices.
+func TestHackbenchThatFailsIsAnError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs /bin/false as hackbench")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := Hackbench{Path: "/bin/false", Groups: 1, Fds: 1}.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "hackbench failed during the run") {
+		t.Errorf("hackbench as /bin/false: %v, want it to have failed during the run", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // doing. Mix raises GOMAXPROCS to cover every thread for the run, so what
 // is measured is the kernel scheduler.
 //
-// Outside programs (cyclictest, stress-ng) run as child processes for the
+// Outside programs (cyclictest, stress-ng, hackbench) run as child processes for the
 // same time. The lane is the periodic tasks and cyclictest's measuring
 // threads; Lane is applied to those threads only.
 type Mix struct {
@@ -25,6 +25,7 @@ type Mix struct {
 	Messaging  []Messaging  `json:"messaging,omitempty"`
 	Cyclictest []Cyclictest `json:"cyclictest,omitempty"`
 	StressNg   []StressNg   `json:"stress_ng,omitempty"`
+	Hackbench  []Hackbench  `json:"hackbench,omitempty"`
 	Lane       LanePolicy   `json:"-"`
 }
 
@@ -102,7 +103,7 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 		Cyclictest: make([]CyclictestResult, len(m.Cyclictest)),
 		StressOps:  make([]uint64, len(m.StressNg)),
 	}
-	errs := make([]error, len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg))
+	errs := make([]error, len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg)+len(m.Hackbench))
 	var wg sync.WaitGroup
 	start := time.Now()
 	ran := make(chan time.Duration, 1)
@@ -132,6 +133,14 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 		go func() {
 			defer wg.Done()
 			res.StressOps[i], errs[snOff+i] = s.Run(ctx)
+		}()
+	}
+	hbOff := snOff + len(m.StressNg)
+	for i, h := range m.Hackbench {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[hbOff+i] = h.Run(ctx)
 		}()
 	}
 	for i, h := range m.Hogs {

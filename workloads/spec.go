@@ -20,13 +20,14 @@ import (
 //	  "hogs":      [{"comm": "hog", "threads": "2x"}],
 //	  "messaging": [{"comm": "msg", "pairs": 2}],
 //	  "cyclictest": [{"rate_hz": 100, "threads": 1, "histogram_limit": "200ms"}],
-//	  "stress_ng": [{"cpu": "2x", "method": "int64"}]
+//	  "stress_ng": [{"cpu": "2x", "method": "int64"}],
+//	  "hackbench": [{"groups": 1, "fds": 4}]
 //	}
 //
 // Durations use Go's syntax; a thread count may be a number or "Nx", N
 // times the CPUs. Every generator is optional, but a workload needs one.
-// cyclictest (rt-tests) and stress-ng are outside programs, found in $PATH
-// unless "path" is given.
+// cyclictest and hackbench (rt-tests) and stress-ng are outside programs,
+// found in $PATH unless "path" is given.
 type fileSpec struct {
 	Periodic []struct {
 		Comm         string  `json:"comm"`
@@ -56,6 +57,11 @@ type fileSpec struct {
 		CPU    threadCount `json:"cpu"`
 		Method string      `json:"method"`
 	} `json:"stress_ng"`
+	Hackbench []struct {
+		Path   string `json:"path"`
+		Groups int    `json:"groups"`
+		Fds    int    `json:"fds"`
+	} `json:"hackbench"`
 }
 
 // threadCount is a number or "Nx" (N per CPU), resolved later.
@@ -174,8 +180,24 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 		}
 		m.StressNg = append(m.StressNg, StressNg{Path: g.Path, CPU: n, Method: orDefault(g.Method, DefaultStressMethod)})
 	}
-	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg) == 0 {
-		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng"`, name)
+	for i, h := range spec.Hackbench {
+		if h.Groups < 0 || h.Fds < 0 {
+			return Mix{}, bad("hackbench", i, "groups and fds must be positive (absent: %d and %d)", DefaultHackbenchGroups, DefaultHackbenchFds)
+		}
+		hb := Hackbench{Path: h.Path, Groups: h.Groups, Fds: h.Fds}
+		if hb.Groups == 0 {
+			hb.Groups = DefaultHackbenchGroups
+		}
+		if hb.Fds == 0 {
+			hb.Fds = DefaultHackbenchFds
+		}
+		if err := hb.validate(); err != nil {
+			return Mix{}, bad("hackbench", i, "%v", err)
+		}
+		m.Hackbench = append(m.Hackbench, hb)
+	}
+	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg)+len(m.Hackbench) == 0 {
+		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng", "hackbench"`, name)
 	}
 	return m, nil
 }

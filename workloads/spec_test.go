@@ -140,6 +140,8 @@ func TestOutsideToolsInWorkloadFiles(t *testing.T) {
 		`{"cyclictest": [{"rate_hz": 100, "threads": -1}]}`:              "threads must be positive",
 		`{"stress_ng": [{"cpu": "0"}]}`:                                  `cpu: threads "0"`,
 		`{"stress_ng": [{"cpu": 5000}]}`:                                 "at most 1024 cpu workers",
+		`{"hackbench": [{"groups": 64, "fds": 20}]}`:                     "2 x groups x fds at most 1024 processes",
+		`{"hackbench": [{"fds": -1}]}`:                                   "groups and fds must be positive",
 	} {
 		_, err := ParseWorkload("w.json", []byte(text), 2)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {

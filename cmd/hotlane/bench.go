@@ -42,6 +42,7 @@ func runBench(ctx context.Context, args []string) int {
 	workloadName := fs.String("workload", workloads.WorkloadDefault, "the workload: "+strings.Join(workloads.BuiltinWorkloads, " or ")+" (cyclictest over stress-ng --cpu 2N), or a workload file (JSON, see workloads/examples/), which overrides --period, --compute and --hogs")
 	cyclictest := fs.String("cyclictest", "cyclictest", "cyclictest (rt-tests) program; the default workload runs it beside the inference task as the outside view when it is found ('none': leave it out)")
 	stressNg := fs.String("stress-ng", "stress-ng", "stress-ng program, for workloads that use it")
+	hackbench := fs.String("hackbench", "hackbench", "hackbench (rt-tests) program, for workloads that use it")
 	scxSimple := fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the kernel's scx_simple")
 	scxQmap := fs.String("scx-qmap", vm.ScxQmapGuestPath, "path of the kernel's scx_qmap")
 	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency of the class ('' for none)")
@@ -164,6 +165,14 @@ Flags:
 		}
 		if _, err := exec.LookPath(mix.StressNg[i].Path); err != nil {
 			return fail(fmt.Errorf("the workload runs stress-ng, but %s is not found: install stress-ng (in the VM: --add /usr/bin/stress-ng) or give --stress-ng PATH", mix.StressNg[i].Path))
+		}
+	}
+	for i := range mix.Hackbench {
+		if mix.Hackbench[i].Path == "" {
+			mix.Hackbench[i].Path = *hackbench
+		}
+		if _, err := exec.LookPath(mix.Hackbench[i].Path); err != nil {
+			return fail(fmt.Errorf("the workload runs hackbench, but %s is not found: install rt-tests (in the VM: --add /usr/bin/hackbench) or give --hackbench PATH", mix.Hackbench[i].Path))
 		}
 	}
 
