@@ -45,17 +45,8 @@ func TestVM(t *testing.T) {
 func TestGuestShortBench(t *testing.T) {
 	vmtest.RequireGuest(t)
 	out := t.TempDir()
-	cmd := exec.Command(vmtest.HotlaneGuestPath, "bench",
-		"--schedulers", "eevdf,eevdf+fifo,eevdf+deadline,scx_qmap,ext,hotlane", "--scheduler", "ext="+vm.ScxSimpleGuestPath,
+	text := runBench(t, "--schedulers", "eevdf,eevdf+fifo,eevdf+deadline,scx_qmap,ext,hotlane", "--scheduler", "ext="+vm.ScxSimpleGuestPath,
 		"--duration", "3s", "--warmup", "500ms", "--repeats", "1", "--bound", "inference:max<=10s", "--out", out)
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hotlane bench: %v\n%s", err, stdout.String())
-	}
-	text := stdout.String()
-	t.Logf("report:\n%s", text)
 
 	rep := readReport(t, out)
 	if !rep.Pass || !rep.Complete || len(rep.Runs) != 6 {
@@ -249,15 +240,8 @@ func TestGuestHackbenchScenario(t *testing.T) {
 	if err := os.WriteFile(file, []byte(`{"cyclictest": [{"rate_hz": 100}], "stress_ng": [{"cpu": "1x"}], "hackbench": [{"groups": 1, "fds": 4}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(vmtest.HotlaneGuestPath, "bench", "--workload", file, "--schedulers", "eevdf,hotlane",
+	runBench(t, "--workload", file, "--schedulers", "eevdf,hotlane",
 		"--duration", "4s", "--warmup", "500ms", "--repeats", "1", "--bound", "", "--out", dir)
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hotlane bench: %v\n%s", err, stdout.String())
-	}
-	t.Logf("report:\n%s", stdout.String())
 	rep := readReport(t, dir)
 	er, hl := findRun(rep, workloads.EEVDF), findRun(rep, workloads.HotlaneName)
 	if !rep.Complete || er == nil || hl == nil {
@@ -272,6 +256,21 @@ func TestGuestHackbenchScenario(t *testing.T) {
 	if w.P99 >= ew.P99 {
 		t.Errorf("cyclictest's wake-up to run p99 under hotlane %s, not below EEVDF's %s", report.Duration(w.P99), report.Duration(ew.P99))
 	}
+}
+
+// runBench runs hotlane bench with args, which must pass, and returns
+// (and logs) its text report.
+func runBench(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(vmtest.HotlaneGuestPath, append([]string{"bench"}, args...)...)
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hotlane bench: %v\n%s", err, stdout.String())
+	}
+	t.Logf("report:\n%s", stdout.String())
+	return stdout.String()
 }
 
 // readReport reads the report.json a bench wrote in dir.
