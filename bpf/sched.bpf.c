@@ -34,8 +34,9 @@
  *     task then would make the lane wait a whole fair slice.
  *     The starvation guard is per CPU: a CPU that has given the lane
  *     starvation_ns of its time since it last served the fair queue,
- *     while fair tasks waited, gives the fair queue a short turn (starvation_ns / 2 of CPU, however many
- *     tasks that takes), shielded from lane preemption. The
+ *     while fair tasks waited, gives the fair queue a short turn
+ *     (starvation_ns / 2 of CPU, however many tasks that takes),
+ *     shielded from lane preemption. The
  *     turn goes by age, not vtime (the longest-waiting task, so wake-ups
  *     with credit cannot keep a nice-19 task behind them), and only to a
  *     task whose cpus_ptr holds this CPU and
@@ -683,8 +684,8 @@ int hl_dispatch(u64 *ctx)
 
 	/*
 	 * The starvation guard. This CPU has given the lane starvation_ns
-	 * since it last served the fair queue while fair tasks waited: for the next
-	 * starvation_ns / 2 it serves the fair queue, oldest first, before the
+	 * since it last served the fair queue, while fair tasks waited: for
+	 * the next starvation_ns / 2 it serves the fair queue, oldest first, before the
 	 * lane, each task shielded at running. A turn is a time budget, not
 	 * one task: fair tasks that block at once do not use it up. Someone
 	 * else is kicked to take the lane from a fair task meanwhile.

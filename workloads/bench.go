@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hotlane/hotlane/loader"
@@ -323,14 +321,10 @@ func (b Bench) startProgram(v Variant, r *Run) (stop func(), alive func() error,
 	if within <= 0 {
 		within = DefaultEnableTimeout
 	}
-	cmd := exec.Command(v.Command[0], v.Command[1:]...)
-	out := &tailBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p, out, err := startProcess("", v.Command...)
+	if err != nil {
 		return nil, nil, fmt.Errorf("start %s: %w", v.Command[0], err)
 	}
-	p := startedProcess(cmd)
 	stop = func() {
 		if err := p.stop(10 * time.Second); err != nil {
 			b.progress("bench: %s %v\n", v.Name, err)

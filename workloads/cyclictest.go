@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hotlane/hotlane/verify"
@@ -117,23 +115,19 @@ func (c Cyclictest) Run(ctx context.Context, lane LanePolicy) (CyclictestResult,
 	}
 	defer os.RemoveAll(dir)
 	histfile := filepath.Join(dir, "histogram")
-	cmd := exec.Command(c.program(), c.Args(histfile)...)
-	out := &tailBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p, out, err := startProcess("", append([]string{c.program()}, c.Args(histfile)...)...)
+	if err != nil {
 		return res, fmt.Errorf("start cyclictest: %w", err)
 	}
-	p := startedProcess(cmd)
 	defer p.kill()
 	started := time.Now()
 
 	// Find the measuring threads: every thread but the main one.
 	for {
-		tids, _ := threadsOf(cmd.Process.Pid)
+		tids, _ := threadsOf(p.cmd.Process.Pid)
 		if len(tids) >= c.Threads+1 {
 			for _, t := range tids {
-				if t != cmd.Process.Pid {
+				if t != p.cmd.Process.Pid {
 					res.TIDs = append(res.TIDs, t)
 				}
 			}

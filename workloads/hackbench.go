@@ -3,9 +3,7 @@ package workloads
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
-	"syscall"
 )
 
 // Hackbench runs rt-tests' hackbench as background load: groups of
@@ -64,14 +62,10 @@ func (h Hackbench) Run(ctx context.Context) error {
 		return err
 	}
 	for ctx.Err() == nil {
-		cmd := exec.Command(h.program(), h.Args()...)
-		out := &tailBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
+		p, out, err := startProcess("", append([]string{h.program()}, h.Args()...)...)
+		if err != nil {
 			return fmt.Errorf("start hackbench: %w", err)
 		}
-		p := startedProcess(cmd)
 		select {
 		case <-ctx.Done():
 			p.kill()

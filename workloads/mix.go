@@ -16,9 +16,9 @@ import (
 // doing. Mix raises GOMAXPROCS to cover every thread for the run, so what
 // is measured is the kernel scheduler.
 //
-// Outside programs (cyclictest, stress-ng, hackbench) run as child processes for the
-// same time. The lane is the periodic tasks and cyclictest's measuring
-// threads; Lane is applied to those threads only.
+// Outside programs (cyclictest, stress-ng, hackbench) run as child
+// processes for the same time. The lane is the periodic tasks and
+// cyclictest's measuring threads; Lane is applied to those threads only.
 type Mix struct {
 	Periodic   []Periodic   `json:"periodic,omitempty"`
 	Hogs       []Hogs       `json:"hogs,omitempty"`

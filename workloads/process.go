@@ -18,13 +18,23 @@ type process struct {
 	err  error // Wait's result, once done is closed
 }
 
-func startedProcess(cmd *exec.Cmd) *process {
+// startProcess starts argv in its own process group, in dir unless
+// empty, with its output kept in the returned buffer for error messages.
+func startProcess(dir string, argv ...string) (*process, *tailBuffer, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	out := &tailBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
-	return p
+	return p, out, nil
 }
 
 func (p *process) exited() bool {

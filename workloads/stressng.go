@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -64,15 +62,11 @@ func (s StressNg) Run(ctx context.Context) (uint64, error) {
 	}
 	defer os.RemoveAll(dir)
 	yaml := filepath.Join(dir, "metrics.yaml")
-	cmd := exec.Command(s.program(), s.Args(yaml)...)
-	cmd.Dir = dir // stress-ng may leave temporary files in its working directory
-	out := &tailBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// In dir: stress-ng may leave temporary files in its working directory.
+	p, out, err := startProcess(dir, append([]string{s.program()}, s.Args(yaml)...)...)
+	if err != nil {
 		return 0, fmt.Errorf("start stress-ng: %w", err)
 	}
-	p := startedProcess(cmd)
 	defer p.kill()
 	select {
 	case <-ctx.Done():

@@ -151,28 +151,21 @@ Flags:
 		return fail(fmt.Errorf("workload %s has no periodic task and no cyclictest: the bench measures a lane", *workloadName))
 	}
 	// The workload's outside programs must be there: refuse, don't skip.
-	for i := range mix.Cyclictest {
-		if mix.Cyclictest[i].Path == "" {
-			mix.Cyclictest[i].Path = *cyclictest
-		}
-		if _, err := exec.LookPath(mix.Cyclictest[i].Path); err != nil {
-			return fail(fmt.Errorf("the workload runs cyclictest, but %s is not found: install rt-tests (in the VM: --add /usr/bin/cyclictest) or give --cyclictest PATH", mix.Cyclictest[i].Path))
-		}
-	}
-	for i := range mix.StressNg {
-		if mix.StressNg[i].Path == "" {
-			mix.StressNg[i].Path = *stressNg
-		}
-		if _, err := exec.LookPath(mix.StressNg[i].Path); err != nil {
-			return fail(fmt.Errorf("the workload runs stress-ng, but %s is not found: install stress-ng (in the VM: --add /usr/bin/stress-ng) or give --stress-ng PATH", mix.StressNg[i].Path))
-		}
-	}
-	for i := range mix.Hackbench {
-		if mix.Hackbench[i].Path == "" {
-			mix.Hackbench[i].Path = *hackbench
-		}
-		if _, err := exec.LookPath(mix.Hackbench[i].Path); err != nil {
-			return fail(fmt.Errorf("the workload runs hackbench, but %s is not found: install rt-tests (in the VM: --add /usr/bin/hackbench) or give --hackbench PATH", mix.Hackbench[i].Path))
+	for _, o := range []struct {
+		paths          []*string
+		name, pkg, def string
+	}{
+		{pathsOf(mix.Cyclictest, func(c *workloads.Cyclictest) *string { return &c.Path }), "cyclictest", "rt-tests", *cyclictest},
+		{pathsOf(mix.StressNg, func(s *workloads.StressNg) *string { return &s.Path }), "stress-ng", "stress-ng", *stressNg},
+		{pathsOf(mix.Hackbench, func(h *workloads.Hackbench) *string { return &h.Path }), "hackbench", "rt-tests", *hackbench},
+	} {
+		for _, p := range o.paths {
+			if *p == "" {
+				*p = o.def
+			}
+			if _, err := exec.LookPath(*p); err != nil {
+				return fail(fmt.Errorf("the workload runs %s, but %s is not found: install %s (in the VM: --add /usr/bin/%s) or give --%s PATH", o.name, *p, o.pkg, o.name, o.name))
+			}
 		}
 	}
 
@@ -315,4 +308,13 @@ func writeBenchFiles(rep *workloads.Report, dir string) ([]string, error) {
 		return nil, err
 	}
 	return names, nil
+}
+
+// pathsOf returns a pointer to each generator's program path.
+func pathsOf[T any](gens []T, path func(*T) *string) []*string {
+	out := make([]*string, len(gens))
+	for i := range gens {
+		out[i] = path(&gens[i])
+	}
+	return out
 }
