@@ -225,24 +225,33 @@ func TestGuestCyclictestScenario(t *testing.T) {
 	}
 }
 
-// cyclictest over stress-ng and rt-tests' hackbench, the example workload,
-// through the CLI: hackbench's thousands of wake-ups a second run to the
-// end under both schedulers, and the lane's wait (the tracer's view) is
-// ordered below EEVDF's at p99, where EEVDF makes cyclictest queue
-// behind woken hackbench tasks. This test's run on 2026-11-24
-// (HOTLANE_GUEST_RUN='^TestGuestHackbenchScenario$' go test ./workloads
-// -run '^TestVM$' -v): p99 wait 250 us against 4.00 ms. The median is not
-// asserted: the wait's was 121 against 143 us, and cyclictest's own 393
-// against 360 us, most of it timer delivery under TCG, the same for both.
+// cyclictest over stress-ng and rt-tests' hackbench (2 groups of 8
+// sender/receiver pairs, 32 tasks waking thousands of times a second),
+// through the CLI: the outside-tool scenario where the kernel's default
+// does not already preempt at once. EEVDF gives each woken hackbench task
+// its lag credit, so cyclictest often waits behind them (and behind
+// stress-ng); the lane never does. hackbench runs to the end under both
+// schedulers, and hotlane's lane is ordered below EEVDF's at p50 and p99
+// in the tracer's wait, and at p50 in cyclictest's own histogram, the view
+// of a tool nobody here wrote. cyclictest's own p99 is logged, not
+// asserted: under TCG its tail is the host's delivery of the timer
+// interrupt (see TestGuestCyclictestScenario). Seven runs of this test
+// on 2026-11-24 (HOTLANE_GUEST_RUN='^TestGuestHackbenchScenario$' go test
+// ./workloads -run '^TestVM$' -v) all passed: wait p50 51-102 us against
+// EEVDF's 90-655 us, p99 168-336 us against 6.29-9.18 ms; cyclictest's
+// own p50 0.37-0.85x EEVDF's (229 against 270 us the closest). With a
+// 500 ms warm-up stress-ng's workers had not run once by the end of a
+// round under hackbench's start-up storm, so the warm-up is the bench's
+// default 2 s.
 func TestGuestHackbenchScenario(t *testing.T) {
 	vmtest.RequireGuest(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "cyclictest-hackbench.json")
-	if err := os.WriteFile(file, []byte(`{"cyclictest": [{"rate_hz": 100}], "stress_ng": [{"cpu": "1x"}], "hackbench": [{"groups": 1, "fds": 4}]}`), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(`{"cyclictest": [{"rate_hz": 100}], "stress_ng": [{"cpu": "1x"}], "hackbench": [{"groups": 2, "fds": 8}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	runBench(t, "--workload", file, "--schedulers", "eevdf,hotlane",
-		"--duration", "4s", "--warmup", "500ms", "--repeats", "1", "--bound", "", "--out", dir)
+		"--duration", "4s", "--warmup", "2s", "--repeats", "1", "--bound", "", "--out", dir)
 	rep := readReport(t, dir)
 	er, hl := findRun(rep, workloads.EEVDF), findRun(rep, workloads.HotlaneName)
 	if !rep.Complete || er == nil || hl == nil {
@@ -254,8 +263,21 @@ func TestGuestHackbenchScenario(t *testing.T) {
 		}
 	}
 	w, ew := hl.Summary.Lane[workloads.ViewTracer], er.Summary.Lane[workloads.ViewTracer]
-	if w.P99 >= ew.P99 {
-		t.Errorf("cyclictest's wake-up to run p99 under hotlane %s, not below EEVDF's %s", report.Duration(w.P99), report.Duration(ew.P99))
+	c, ec := hl.Summary.Lane[workloads.ViewOutside], er.Summary.Lane[workloads.ViewOutside]
+	t.Logf("hotlane vs EEVDF: wait p50 %s vs %s, p99 %s vs %s; cyclictest p50 %s vs %s, p99 %s vs %s",
+		report.Duration(w.P50), report.Duration(ew.P50), report.Duration(w.P99), report.Duration(ew.P99),
+		report.Duration(c.P50), report.Duration(ec.P50), report.Duration(c.P99), report.Duration(ec.P99))
+	for _, q := range []struct {
+		what      string
+		hl, eevdf time.Duration
+	}{
+		{"cyclictest's wake-up to run p50", w.P50, ew.P50},
+		{"cyclictest's wake-up to run p99", w.P99, ew.P99},
+		{"cyclictest's own p50", c.P50, ec.P50},
+	} {
+		if q.hl >= q.eevdf {
+			t.Errorf("%s under hotlane %s, not below EEVDF's %s", q.what, report.Duration(q.hl), report.Duration(q.eevdf))
+		}
 	}
 }
 
