@@ -256,15 +256,19 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 
 	var app, outside uint64
 	var missed int
+	var appCPU, outsideCPU time.Duration
 	for _, p := range res.Periodic {
 		app += p.Lateness.Count()
 		missed += p.Missed
+		appCPU += p.CPU
 	}
 	for _, c := range res.Cyclictest {
 		outside += c.Lateness.Count()
+		outsideCPU += c.CPU
 	}
-	b.progress("bench: %s: lane samples: tracer %d, app %d (%d missed), cyclictest %d; background %d hog loops, %d bogo ops over %s\n",
-		r.Scheduler, laneTracerCount(snap.Tasks, lane), app, missed, outside, hog, stress, res.Ran.Round(time.Millisecond))
+	b.progress("bench: %s: lane samples: tracer %d, app %d (%d missed), cyclictest %d; lane CPU: app %s, cyclictest %s; background %d hog loops, %d bogo ops over %s\n",
+		r.Scheduler, laneTracerCount(snap.Tasks, lane), app, missed, outside, appCPU.Round(time.Millisecond), outsideCPU.Round(time.Millisecond),
+		hog, stress, res.Ran.Round(time.Millisecond))
 	return nil
 }
 
