@@ -250,17 +250,14 @@ static __always_inline struct hl_cpu *preemptible(struct task_struct *p, u32 cpu
  */
 static s32 lane_target(struct task_struct *p, s32 prev_cpu, bool *idle)
 {
-	s32 self = bpf_get_smp_processor_id(), victim = -1, cpu;
+	s32 self = bpf_get_smp_processor_id(), victim = -1, cpu, i;
 	bool anywhere = p->nr_cpus_allowed >= nr_cpus, all_busy = true, self_ok = false;
 	u64 first = 0;
 
 	*idle = false;
-	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
-		struct hl_cpu *c;
+	for_each_num(i, 0, nr_cpus) {
+		struct hl_cpu *c = cpu_get(i);
 
-		if (i >= nr_cpus)
-			break;
-		c = cpu_get(i);
 		if (!c)
 			continue;
 		if (!c->busy) {
@@ -519,9 +516,9 @@ int hl_enqueue(u64 *ctx)
  * turn, pick up the high queue while this one serves the guard. */
 static void kick_for_high_queue(s32 self)
 {
-	for (u32 i = 0; i < HL_MAX_CPUS; i++) {
-		if (i >= nr_cpus)
-			break;
+	s32 i;
+
+	for_each_num(i, 0, nr_cpus) {
 		if (i != self && preemptible(NULL, i)) {
 			scx_bpf_kick_cpu(i, HL_KICK_PREEMPT);
 			return;
@@ -552,15 +549,18 @@ static __always_inline u64 queued_at(struct task_struct *p)
 
 /*
  * The guard's scratch: the longest-waiting task a walk of the fair queue
- * found. It lives in a per-CPU map, not in registers or on the stack: the
- * verifier tracks those exactly, so a value that changes as the walk goes
- * gives it a new state per step and the walk never converges; map values
- * it does not track.
+ * found, and how many tasks the walk has seen. It lives in a per-CPU map,
+ * not in registers or on the stack: the verifier tracks those exactly, so
+ * a value that changes as the walk goes gives it a new state per step and
+ * the walk never converges; map values it does not track. The count on
+ * the stack made hl_dispatch cost the verifier 95k instructions, 7k in
+ * the map.
  */
 struct hl_guard_scan {
 	u64 oldest_at;
 	s32 pid;
 	u32 found;
+	u32 seen;
 };
 
 struct {
@@ -586,16 +586,17 @@ static __always_inline bool guard_serve(s32 self)
 	struct hl_guard_scan *sc;
 	struct task_struct *p;
 	bool moved = false;
-	u32 zero = 0, seen = 0;
+	u32 zero = 0;
 	u64 at;
 
 	sc = bpf_map_lookup_elem(&guard_scans, &zero);
 	if (!sc)
 		return false;
 	sc->found = 0;
+	sc->seen = 0;
 	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_FAIR, 0) == 0) {
 		while ((p = bpf_iter_scx_dsq_next(&it))) {
-			if (++seen > HL_GUARD_SCAN)
+			if (++sc->seen > HL_GUARD_SCAN)
 				break;
 			if (!may_run_here(p, self))
 				continue;
@@ -611,10 +612,10 @@ static __always_inline bool guard_serve(s32 self)
 	if (!sc->found)
 		return false;
 
-	seen = 0;
+	sc->seen = 0;
 	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_FAIR, 0) == 0) {
 		while ((p = bpf_iter_scx_dsq_next(&it))) {
-			if (++seen > HL_GUARD_SCAN)
+			if (++sc->seen > HL_GUARD_SCAN)
 				break;
 			if (p->pid != sc->pid)
 				continue;

@@ -310,47 +310,35 @@ func TestKfuncAPIText(t *testing.T) {
 	}
 }
 
-func TestScxEnums(t *testing.T) {
+func TestEnumValue(t *testing.T) {
 	spec := buildSpec(t,
 		&btf.Enum{Name: "scx_kick_flags", Size: 4, Values: []btf.EnumValue{
 			{Name: "SCX_KICK_IDLE", Value: 1}, {Name: "SCX_KICK_PREEMPT", Value: 2}}},
-		&btf.Enum{Name: "", Size: 4, Values: []btf.EnumValue{
-			{Name: "SCX_SLICE_DFL", Value: 20000000}}},
 		&btf.Enum{Name: "scx_dsq_id_flags", Size: 8, Values: []btf.EnumValue{
 			{Name: "SCX_DSQ_GLOBAL", Value: 1<<63 | 1}, {Name: "SCX_DSQ_LOCAL", Value: 1<<63 | 2}}},
 		&btf.Enum{Name: "bpf_map_update_flags", Size: 4, Values: []btf.EnumValue{
 			{Name: "BPF_ANY", Value: 0}}},
 	)
-	got, err := ScxEnums(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]uint64{
-		"SCX_KICK_IDLE":    1,
-		"SCX_KICK_PREEMPT": 2,
-		"SCX_SLICE_DFL":    20000000,
-		"SCX_DSQ_GLOBAL":   1<<63 | 1,
-		"SCX_DSQ_LOCAL":    1<<63 | 2,
-	}
-	if len(got) != len(want) {
-		t.Errorf("ScxEnums returned %d values, want %d: %v", len(got), len(want), got)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %#x, want %#x", k, got[k], v)
+	for _, tc := range []struct {
+		enum, name string
+		want       uint64
+	}{
+		{"scx_kick_flags", "SCX_KICK_PREEMPT", 2},
+		{"scx_dsq_id_flags", "SCX_DSQ_LOCAL", 1<<63 | 2},
+		{"bpf_map_update_flags", "BPF_ANY", 0},
+	} {
+		if v, err := EnumValue(spec, tc.enum, tc.name); err != nil || v != tc.want {
+			t.Errorf("EnumValue(%s, %s) = %#x, %v; want %#x", tc.enum, tc.name, v, err, tc.want)
 		}
 	}
-	if v, err := EnumValue(spec, "SCX_SLICE_DFL"); err != nil || v != 20000000 {
-		t.Errorf("EnumValue(SCX_SLICE_DFL) = %d, %v", v, err)
-	}
-	if v, err := EnumValue(spec, "BPF_ANY"); err != nil || v != 0 {
-		t.Errorf("EnumValue(BPF_ANY) = %d, %v", v, err)
-	}
-	if _, err := EnumValue(spec, "SCX_NOT_A_THING"); !errors.Is(err, ErrEnumNotFound) {
-		t.Errorf("EnumValue(missing) error = %v, want ErrEnumNotFound", err)
-	}
-	if _, err := ScxEnums(buildSpec(t, noScx()...)); !errors.Is(err, ErrNoSchedExt) {
-		t.Errorf("ScxEnums without scx error = %v, want ErrNoSchedExt", err)
+	for _, tc := range [][2]string{
+		{"scx_kick_flags", "SCX_NOT_A_THING"},
+		{"scx_kick_flags", "SCX_DSQ_LOCAL"}, // another enum's
+		{"no_such_enum", "SCX_KICK_IDLE"},
+	} {
+		if _, err := EnumValue(spec, tc[0], tc[1]); !errors.Is(err, ErrEnumNotFound) {
+			t.Errorf("EnumValue(%s, %s) error = %v, want ErrEnumNotFound", tc[0], tc[1], err)
+		}
 	}
 }
 
@@ -391,30 +379,26 @@ func TestRealSchedExtBTF(t *testing.T) {
 		t.Logf("as DESIGN.md says, the plain name does not resolve: %v", err)
 	}
 
-	enums, err := ScxEnums(spec)
-	if err != nil {
-		t.Fatalf("ScxEnums: %v", err)
-	}
 	// Values that have not changed since 6.12.
-	for name, want := range map[string]uint64{
-		"SCX_DSQ_GLOBAL":         1<<63 | 1,
-		"SCX_DSQ_LOCAL":          1<<63 | 2,
-		"SCX_KICK_PREEMPT":       2,
-		"SCX_ENQ_WAKEUP":         1,
-		"SCX_OPS_SWITCH_PARTIAL": 8,
-		"SCX_SLICE_DFL":          20000000,
+	for _, tc := range []struct {
+		enum, name string
+		want       uint64
+	}{
+		{"scx_dsq_id_flags", "SCX_DSQ_GLOBAL", 1<<63 | 1},
+		{"scx_dsq_id_flags", "SCX_DSQ_LOCAL", 1<<63 | 2},
+		{"scx_kick_flags", "SCX_KICK_PREEMPT", 2},
+		{"scx_enq_flags", "SCX_ENQ_WAKEUP", 1},
+		{"scx_ops_flags", "SCX_OPS_SWITCH_PARTIAL", 8},
 	} {
-		got, ok := enums[name]
-		if !ok {
-			t.Errorf("%s missing from ScxEnums", name)
-		} else if got != want {
-			t.Errorf("%s = %#x, want %#x", name, got, want)
+		if got, err := EnumValue(spec, tc.enum, tc.name); err != nil || got != tc.want {
+			t.Errorf("%s = %#x, %v; want %#x", tc.name, got, err, tc.want)
 		}
 	}
-	if _, ok := enums["SCX_ENQ_PREEMPT"]; !ok {
-		t.Error("SCX_ENQ_PREEMPT missing from ScxEnums")
+	if v, err := EnumValue(spec, "scx_enq_flags", "SCX_ENQ_PREEMPT"); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("SCX_ENQ_PREEMPT = %#x", v)
 	}
-	t.Logf("%d SCX_* enum values; SCX_ENQ_PREEMPT = %#x", len(enums), enums["SCX_ENQ_PREEMPT"])
 }
 
 // TestHostKernelBTF runs the pure functions on the running kernel's BTF.

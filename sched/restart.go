@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/hotlane/hotlane/loader"
 )
 
@@ -42,6 +44,10 @@ func (r restarter) loop(ctx context.Context, cfg Config, opts RunOptions, restar
 	}
 	if log == nil {
 		log = io.Discard
+	}
+	if cfg.BTF == nil {
+		// Parsed once for every restart.
+		cfg.BTF = btf.NewCache()
 	}
 	for used := 0; ; used++ {
 		info, err := r.run(ctx, cfg, opts)

@@ -26,8 +26,10 @@ const (
 	DefaultTimeout    = 5 * time.Second
 	MaxTimeout        = 30 * time.Second // the kernel's SCX_WATCHDOG_MAX_TIMEOUT
 	DefaultStarvation = 10 * time.Millisecond
-	maxCPUs           = 512 // HL_MAX_CPUS in sched.bpf.c
-	structOpsName     = "hotlane_ops"
+	// MaxCPUs is the most CPUs the scheduler handles (HL_MAX_CPUS in
+	// sched.bpf.c).
+	MaxCPUs       = 512
+	structOpsName = "hotlane_ops"
 )
 
 // Config is what Load needs to start the scheduler.
@@ -49,9 +51,24 @@ type Config struct {
 	// MeasureCost turns on the kernel's BPF run-time statistics while the
 	// scheduler runs, for Cost. It adds two clock reads to every callback.
 	MeasureCost bool
-	// KernelBTF is the running kernel's BTF; nil loads it.
-	KernelBTF *btf.Spec
+	// BTF caches the running kernel's BTF across loads (a restart); nil
+	// reads it afresh. Parsing it is the dearest part of a start after
+	// the verifier: the scheduler reads it, and so does cilium/ebpf,
+	// which is given the same cache.
+	BTF *btf.Cache
+	// Progress, if set, is told what Load is doing when a step takes
+	// longer than ProgressAfter (the verifier, on a big machine), so that
+	// a start does not look hung.
+	Progress io.Writer
+	// CPUs, if not 0, is the CPU count written into the object instead of
+	// the machine's: Verify checks the scheduler for a machine of any
+	// size on this one.
+	CPUs int
 }
+
+// ProgressAfter is how long a step of Load runs before Config.Progress
+// hears of it.
+const ProgressAfter = time.Second
 
 // GuardBatch is how many normal tasks may wait at once for the bound of
 // GuardedWaitBound to hold.
@@ -113,12 +130,33 @@ type Scheduler struct {
 	header    report.Header // of every Stats, from when it was enabled
 	// Object names the kfunc generation that was loaded (612, 613, 700).
 	Object string
+	// Load is what loading and enabling it took.
+	Load LoadStats
 }
 
 // Load checks the kernel, loads the scheduler object that matches its
 // sched_ext kfuncs with the policy written into it, and enables it. On any
 // error nothing stays loaded.
 func Load(cfg Config) (*Scheduler, error) {
+	l, err := loadCollection(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return l.enable(cfg)
+}
+
+// loaded is a verified scheduler collection, not yet enabled.
+type loaded struct {
+	coll   *ebpf.Collection
+	kernel *btf.Spec
+	object string
+	stats  LoadStats
+}
+
+// loadCollection does everything Load does before enabling: checks, the
+// object for this kernel configured for the policy, and the verifier.
+func loadCollection(cfg Config) (*loaded, error) {
+	started := time.Now()
 	if cfg.Table == nil {
 		return nil, errors.New("sched: no policy")
 	}
@@ -149,12 +187,16 @@ func Load(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("%w: %q is %s; stop it first", ErrOtherScheduler, status.Ops, status.State)
 	}
 
-	kernel := cfg.KernelBTF
-	if kernel == nil {
-		if kernel, err = btf.LoadKernelSpec(); err != nil {
-			return nil, fmt.Errorf("kernel BTF: %w", err)
-		}
+	cache := cfg.BTF
+	if cache == nil {
+		cache = btf.NewCache()
 	}
+	kernel, err := cache.Kernel()
+	if err != nil {
+		return nil, fmt.Errorf("kernel BTF: %w", err)
+	}
+	var stats LoadStats
+	stats.KernelBTF = time.Since(started)
 	kfuncs, err := loader.KfuncsFromBTF(kernel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnsupportedKernel, err)
@@ -174,22 +216,35 @@ func Load(cfg Config) (*Scheduler, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
-		Programs: ebpf.ProgramOptions{KernelTypes: kernel},
-	})
+	stats.Prepare = time.Since(started) - stats.KernelBTF
+	verifying := time.Now()
+	done := progress(cfg.Progress, fmt.Sprintf("the kernel is verifying the scheduler (object %s)", obj.name))
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: cache})
+	done()
+	stats.Verify = time.Since(verifying)
 	if err != nil {
 		if cfg.Table.HasDeviceRules() && strings.Contains(err.Error(), "program hl_device_") {
 			return nil, fmt.Errorf("%w: %v", ErrDeviceHooks, err)
 		}
 		return nil, explainLoadError(err)
 	}
+	stats.Programs = verifiedInstructions(coll.Programs)
+	return &loaded{coll: coll, kernel: kernel, object: obj.name, stats: stats}, nil
+}
+
+// enable attaches the device hooks and the struct_ops map of a loaded
+// collection. On error nothing stays loaded.
+func (l *loaded) enable(cfg Config) (*Scheduler, error) {
+	coll := l.coll
 	var stats io.Closer
+	var err error
 	if cfg.MeasureCost {
 		if stats, err = loader.EnableRunTimeStats(); err != nil {
 			coll.Close()
 			return nil, err
 		}
 	}
+	enabling := time.Now()
 	// Device uses are noted before the policy acts on them.
 	devLinks, err := attachDeviceHooks(coll)
 	if err != nil {
@@ -199,7 +254,9 @@ func Load(cfg Config) (*Scheduler, error) {
 		coll.Close()
 		return nil, err
 	}
-	l, err := link.AttachStructOps(link.StructOpsOptions{Map: coll.Maps[structOpsName]})
+	done := progress(cfg.Progress, "the kernel is switching tasks to the scheduler")
+	ops, err := link.AttachStructOps(link.StructOpsOptions{Map: coll.Maps[structOpsName]})
+	done()
 	if err != nil {
 		closeLinks(devLinks)
 		if stats != nil {
@@ -208,27 +265,73 @@ func Load(cfg Config) (*Scheduler, error) {
 		coll.Close()
 		return nil, explainAttachError(err)
 	}
+	l.stats.Enable = time.Since(enabling)
 	return &Scheduler{
 		coll:      coll,
-		link:      l,
+		link:      ops,
 		devLinks:  devLinks,
 		stats:     stats,
 		classes:   cfg.Table.Names,
-		exitKinds: exitKindNames(kernel),
+		exitKinds: exitKindNames(l.kernel),
 		header:    report.NewHeader("run", time.Now()),
-		Object:    obj.name,
+		Object:    l.object,
+		Load:      l.stats,
 	}, nil
+}
+
+// Verify loads the scheduler object for this kernel, configured as Load
+// would (for cfg.CPUs CPUs, when set), through the verifier, and unloads
+// it without enabling it: what the scheduler costs the verifier, on a
+// machine of any size.
+func Verify(cfg Config) (LoadStats, error) {
+	l, err := loadCollection(cfg)
+	if err != nil {
+		return LoadStats{}, err
+	}
+	l.coll.Close()
+	return l.stats, nil
+}
+
+// progress writes what to w, with the time so far, once ProgressAfter has
+// passed and then every ProgressAfter, until done is called.
+func progress(w io.Writer, what string) (done func()) {
+	if w == nil {
+		return func() {}
+	}
+	start := time.Now()
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(ProgressAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "hotlane: %s (%.0fs)\n", what, time.Since(start).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-finished
+	}
 }
 
 // configure writes the policy and knobs into the object's read-only data
 // and the struct_ops value, before load.
 func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
-	cpus, err := ebpf.PossibleCPU()
-	if err != nil {
-		return err
+	cpus := cfg.CPUs
+	if cpus == 0 {
+		var err error
+		if cpus, err = ebpf.PossibleCPU(); err != nil {
+			return err
+		}
 	}
-	if cpus > maxCPUs {
-		return fmt.Errorf("%d possible CPUs: hotlane is built for at most %d", cpus, maxCPUs)
+	if cpus > MaxCPUs {
+		return fmt.Errorf("%d possible CPUs: hotlane is built for at most %d", cpus, MaxCPUs)
 	}
 	vars := cfg.Table.BPFVariables()
 	vars["hl_classes"] = cfg.Table.ClassesArray()
@@ -270,13 +373,13 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
 func opsFlags(kernel *btf.Spec, partial bool) (uint64, error) {
 	var flags uint64
 	if partial {
-		v, err := loader.EnumValue(kernel, "SCX_OPS_SWITCH_PARTIAL")
+		v, err := loader.EnumValue(kernel, "scx_ops_flags", "SCX_OPS_SWITCH_PARTIAL")
 		if err != nil {
 			return 0, err
 		}
 		flags |= v
 	}
-	v, err := loader.EnumValue(kernel, "SCX_OPS_ENQ_MIGRATION_DISABLED")
+	v, err := loader.EnumValue(kernel, "scx_ops_flags", "SCX_OPS_ENQ_MIGRATION_DISABLED")
 	switch {
 	case err == nil:
 		flags |= v

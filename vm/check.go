@@ -25,6 +25,17 @@ func (cfg *Config) Validate() error {
 			return fmt.Errorf("guest environment %q is not NAME=VALUE", e)
 		}
 	}
+	if t := cfg.Topology; t != nil {
+		if err := t.Check(); err != nil {
+			return err
+		}
+		if cfg.CPUs != 0 && cfg.CPUs != t.CPUs() {
+			return fmt.Errorf("%w: %s is %d CPUs, not the %d asked for; leave out the CPU count or make them agree", ErrTopology, t, t.CPUs(), cfg.CPUs)
+		}
+		if _, err := t.qemuArgs(cfg.memory()); err != nil {
+			return err
+		}
+	}
 	if err := checkStatic(cfg.Init); err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +41,11 @@ type Config struct {
 	Files       map[string]string
 	Executables map[string]string
 	Memory      string // qemu -m, e.g. "2G"
-	CPUs        int
-	Timeout     time.Duration
+	// CPUs is the number of guest CPUs, in one socket unless Topology
+	// gives them a shape (then CPUs is 0 or Topology.CPUs()).
+	CPUs     int
+	Topology *Topology
+	Timeout  time.Duration
 	// QemuArgs are extra qemu arguments (devices such as an NVMe disk).
 	QemuArgs []string
 	// MultiThreadedTCG runs each vCPU on its own host thread: faster and
@@ -83,11 +85,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, ErrQemuMissing
 	}
-	if cfg.Memory == "" {
-		cfg.Memory = "2G"
-	}
+	cfg.Memory = cfg.memory()
 	if cfg.CPUs == 0 {
 		cfg.CPUs = 2
+		if cfg.Topology != nil {
+			cfg.CPUs = cfg.Topology.CPUs()
+		}
+	}
+	shape := Topology{Sockets: 1, Cores: cfg.CPUs, Threads: 1, Nodes: 1}
+	if cfg.Topology != nil {
+		shape = *cfg.Topology
+	}
+	smp, err := shape.qemuArgs(cfg.Memory)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Minute
@@ -108,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	args := []string{
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-accel", tcgAccel(cfg.MultiThreadedTCG), "-cpu", "max",
-		"-m", cfg.Memory, "-smp", strconv.Itoa(cfg.CPUs),
+		"-m", cfg.Memory,
 		"-kernel", cfg.Kernel.Vmlinuz, "-initrd", initrd,
 		// panic=-1 reboots at once on a panic, and -no-reboot turns
 		// that into qemu exiting, so a crashed guest never hangs.
@@ -116,6 +127,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console",
 		"-serial", "file:" + resultPort,
 	}
+	args = append(args, smp...)
 	args = append(args, cfg.QemuArgs...)
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -181,6 +193,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.ExitCode = code
 	return res, nil
+}
+
+// memory is the guest's memory size, 2G unless set.
+func (cfg *Config) memory() string {
+	if cfg.Memory == "" {
+		return "2G"
+	}
+	return cfg.Memory
 }
 
 func tcgAccel(multiThreaded bool) string {

@@ -219,13 +219,15 @@ static __always_inline int hl_cgroup_match(void *cgroup, __u64 id, __u32 level)
 static __always_inline __u32 hl_classify_identity(const struct hl_task_identity *id)
 {
 	const char *comm = (const char *)id->comm, *pcomm = (const char *)id->pcomm;
+	int i;
 
-	for (__u32 i = 0; i < HL_MAX_RULES; i++) {
-		const volatile struct hl_rule *r = &hl_rules[i];
+	for_each_num(i, 0, hl_nr_rules) {
+		const volatile struct hl_rule *r;
 		__u32 k;
 
-		if (i >= hl_nr_rules)
+		if (i < 0 || i >= HL_MAX_RULES)
 			break;
+		r = &hl_rules[i];
 		k = r->kinds;
 		if ((k & HL_MATCH_PID) && id->pid != r->pid)
 			continue;
@@ -291,11 +293,12 @@ static __always_inline __u32 hl_class_in(struct hl_task_class *c, const struct h
 static __always_inline __u32 hl_dev_live(const struct hl_dev_use *u, __u64 now, __u32 shift)
 {
 	__u32 bits = 0;
+	int s;
 
-	for (__u32 s = 0; s < HL_MAX_DEVSETS; s++) {
+	for_each_num(s, 0, hl_nr_devsets) {
 		__u64 idle;
 
-		if (s >= hl_nr_devsets)
+		if (s < 0 || s >= HL_MAX_DEVSETS)
 			break;
 		idle = hl_devset_idle_ns[s];
 		if (u->at[s] && (!idle || now - u->at[s] < idle))
@@ -356,6 +359,7 @@ static __always_inline void hl_device_used(struct file *f)
 	struct hl_dev_use *u;
 	__u32 mode, rdev, block, sets = 0;
 	__u64 now;
+	int i;
 
 	if (!inode)
 		return;
@@ -364,11 +368,12 @@ static __always_inline void hl_device_used(struct file *f)
 		return;
 	block = mode == HL_S_IFBLK ? HL_DEV_BLOCK : HL_DEV_CHAR;
 	rdev = inode->i_rdev;
-	for (__u32 i = 0; i < HL_MAX_DEV_RANGES; i++) {
-		const volatile struct hl_dev_range *r = &hl_dev_ranges[i];
+	for_each_num(i, 0, hl_nr_dev_ranges) {
+		const volatile struct hl_dev_range *r;
 
-		if (i >= hl_nr_dev_ranges)
+		if (i < 0 || i >= HL_MAX_DEV_RANGES)
 			break;
+		r = &hl_dev_ranges[i];
 		if (r->block == block && rdev >= r->lo && rdev <= r->hi)
 			sets |= 1U << (r->devset & 7);
 	}

@@ -189,6 +189,30 @@ static long (* const bpf_trace_printk)(const char *fmt, __u32 fmt_size, ...) =
 		bpf_trace_printk(__hl_fmt, sizeof(__hl_fmt), ##__VA_ARGS__); \
 	})
 
+/* ---- loops whose bound is only known at load --------------------------- */
+
+/*
+ * for_each_num(i, start, end) runs i from start to end - 1 on the kernel's
+ * numbers iterator (6.4+). The verifier checks the body for any i in range
+ * until its states repeat, instead of once per value as it does for a loop
+ * bounded by a load-time constant (nr_cpus, the rule count): a loop over
+ * CPUs then costs the same to verify on 2 CPUs as on 512. The verifier
+ * does not know i's range: index arrays only after a bounds check.
+ */
+int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __ksym;
+int *bpf_iter_num_next(struct bpf_iter_num *it) __ksym;
+void bpf_iter_num_destroy(struct bpf_iter_num *it) __ksym;
+
+#define for_each_num(i, start, end)                                            \
+	for (struct bpf_iter_num ___it                                         \
+		     __attribute__((cleanup(bpf_iter_num_destroy))),           \
+	     *___started __attribute__((unused)) =                             \
+		     (bpf_iter_num_new(&___it, (start), (end)), &___it);       \
+	     ({                                                                \
+		     int *___n = bpf_iter_num_next(&___it);                    \
+		     ___n ? ((i) = *___n, 1) : 0;                              \
+	     });)
+
 /* ---- CO-RE reads -------------------------------------------------------- */
 
 /*

@@ -121,7 +121,7 @@ Flags:
 	}
 	cfg := sched.Config{
 		Table: table, Partial: *partial, Timeout: *timeout, Starvation: *starvation, DebugErrorAfter: *debugError,
-		MeasureCost: *cost,
+		MeasureCost: *cost, Progress: os.Stderr,
 	}
 	bound := "unknown"
 	if tick, err := sched.Tick(); err == nil {
@@ -131,6 +131,7 @@ Flags:
 		ran = true
 		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, classes %v, %s mode; a normal task waits at most %s behind high-priority ones while up to 8 wait)\n",
 			s.Object, s.Classes(), map[bool]string{true: "partial", false: "full"}[*partial], bound)
+		fmt.Fprintf(os.Stderr, "hotlane: %s\n", s.Load)
 	}
 	if *cost {
 		var started time.Time

@@ -37,7 +37,16 @@ func runVM(ctx context.Context, args []string) int {
 		memory = v
 		return nil
 	})
-	cpus := intFlag(fs, "cpus", 2, 1, 64, "guest CPUs")
+	cpus := intFlag(fs, "cpus", 2, 1, vm.MaxCPUs, "guest CPUs, in one socket (with --topology: as many as it gives)")
+	var topology *vm.Topology
+	fs.Func("topology", "the guest's CPU shape as sockets=N,cores=N,threads=N,nodes=N (fields left out are 1; each socket has its own L3, nodes split the CPUs evenly), e.g. sockets=2,cores=8,nodes=2", func(v string) error {
+		t, err := vm.ParseTopology(v)
+		if err != nil {
+			return err
+		}
+		topology = &t
+		return nil
+	})
 	retries := intFlag(fs, "retries", 0, 0, 10, "boot again, up to this many times, when the guest kernel crashes or dies without a result (see --mttcg)")
 	mttcg := fs.Bool("mttcg", false, "run each guest CPU on its own host thread: faster and needed for meaningful latencies, but qemu older than 10 then sometimes crashes the guest when the kernel patches live code")
 	results := fs.String("results", "", "copy the files the guest leaves in /results here (default: a new temporary directory)")
@@ -63,6 +72,7 @@ Examples:
   hotlane vm --kernel sid -- doctor --require sched_ext
   hotlane vm --scx-simple --add ./sched.test:/sched.test -- /sched.test -test.v
   hotlane vm --scx scx_qmap -- /usr/bin/scx_qmap
+  hotlane vm --mttcg --topology sockets=2,cores=8,nodes=2 -- run --inference-comm x
 
 Flags:
 `)
@@ -118,9 +128,12 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
+	if topology != nil && !flagGiven(fs, "cpus") {
+		*cpus = topology.CPUs()
+	}
 	cfg := vm.Config{
 		Init: self, Args: fs.Args(), Env: env,
-		Memory: memory, CPUs: *cpus, Timeout: *timeout, MultiThreadedTCG: *mttcg,
+		Memory: memory, CPUs: *cpus, Topology: topology, Timeout: *timeout, MultiThreadedTCG: *mttcg,
 		ResultsDir:  *results,
 		Files:       map[string]string{},
 		Executables: map[string]string{},

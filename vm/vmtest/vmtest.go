@@ -44,6 +44,10 @@ type Options struct {
 	Timeout time.Duration
 	// QemuArgs are extra qemu arguments (devices).
 	QemuArgs []string
+	// Topology, when set, shapes the guest's CPUs (2 in one socket
+	// otherwise); Memory is its memory (2G when empty).
+	Topology *vm.Topology
+	Memory   string
 	// MultiThreadedTCG runs each guest CPU on its own host thread. With
 	// one thread, qemu switches guest CPUs only every 100 ms when both are
 	// busy, so waits measured inside the guest include up to 100 ms of a
@@ -121,6 +125,8 @@ func RunGuest(t *testing.T, opts Options) (*GuestRun, error) {
 		Executables: map[string]string{},
 		Timeout:     opts.Timeout,
 		QemuArgs:    opts.QemuArgs,
+		Topology:    opts.Topology,
+		Memory:      opts.Memory,
 
 		MultiThreadedTCG: opts.MultiThreadedTCG,
 	}
