@@ -110,6 +110,40 @@ func TestPreemptDefault(t *testing.T) {
 	}
 }
 
+// Describe says, after defaults, what the scheduler does with a class and
+// which tasks are in it.
+func TestDescribe(t *testing.T) {
+	p, err := Parse("p.json", []byte(`{"classes": [
+		{"name": "inference", "high_priority": true, "match": [{"comm_prefix": "infer"}, {"device": "195:*"}]},
+		{"name": "quiet", "high_priority": true, "preempt": false, "slice": "500us", "match": [
+			{"process_comm": "triton", "cgroup": "/inference.slice"}, {"pid": 7}, {"tgid": 8},
+			{"sched_ext": true}, {"device_process": "226:128-255", "idle": "30s"}, {"comm": "x", "process_comm_prefix": "py"}]},
+		{"name": "batch", "weight": 20, "slice": "20ms", "match": [{"comm_prefix": "make"}]},
+		{"name": "normal", "slice": "2.5ms"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "infer" or device 195:* (thread)`,
+		`quiet: high priority, does not preempt (waits for a free CPU or the running task's next tick), 500 µs slice, matched by: ` +
+			`process comm "triton" and cgroup /inference.slice (subtree) or pid 7 (thread) or tgid 8 (process) or chose SCHED_EXT or ` +
+			`device 226:128-255 (process, until idle 30s) or comm "x" and process comm prefix "py"`,
+		`batch: fair queue, weight 20, 20 ms slice, matched by: comm prefix "make"`,
+		`normal: fair queue, weight 100, 2.5 ms slice, matched by: every task no other class takes`,
+	}
+	var got []string
+	for _, c := range p.Classes {
+		got = append(got, c.Describe())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Describe (-want +got):\n%s", diff)
+	}
+	// The built-in policy reads as the issue's user expects of a lane.
+	if got, want := Default("llama").Classes[0].Describe(), `inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "llama"`; got != want {
+		t.Errorf("Default: %q, want %q", got, want)
+	}
+}
+
 func TestDefault(t *testing.T) {
 	for _, tt := range []struct {
 		comms []string

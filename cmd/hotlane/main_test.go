@@ -382,11 +382,38 @@ func TestWrongFlagsGiveOneLine(t *testing.T) {
 	}
 }
 
+// --check-policy accepts the examples and says, a line per class, what
+// the scheduler will do with it: a high-priority class that does not
+// mention preempt preempts.
 func TestCheckPolicyAcceptsTheExamples(t *testing.T) {
 	bin := hotlaneBinary(t)
-	stdout, stderr, code := runCLI(t, bin, "run", "--check-policy", "../../policy/testdata/default.json")
-	if code != exitOK || !strings.Contains(stdout, "[inference normal]") {
-		t.Errorf("--check-policy: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	for file, want := range map[string]string{
+		"default.json": `default.json: ok, 2 classes:
+  inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "infer"
+  normal: fair queue, weight 100, 5 ms slice, matched by: every task no other class takes
+`,
+		"tiers.json": `tiers.json: ok, 4 classes:
+  realtime: high priority, preempts lower classes, 500 µs slice, matched by: comm "infer-rt" or tgid 4242 (process)
+  inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "infer" and process comm prefix "python" or process comm prefix "triton"
+  batch: fair queue, weight 20, 20 ms slice, matched by: comm prefix "make" or comm prefix "cc1"
+  normal: fair queue, weight 100, 5 ms slice, matched by: every task no other class takes
+`,
+	} {
+		path := "../../policy/testdata/" + file
+		stdout, stderr, code := runCLI(t, bin, "run", "--check-policy", path)
+		if code != exitOK || stdout != "../../policy/testdata/"+want {
+			t.Errorf("--check-policy %s: exit %d, stderr %q, stdout:\n%s\nwant:\n../../policy/testdata/%s", file, code, stderr, stdout, want)
+		}
+		if file == "tiers.json" {
+			readme, err := os.ReadFile("../../README.md")
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown := "$ hotlane run --check-policy policy/testdata/tiers.json\npolicy/testdata/" + want
+			if !strings.Contains(string(readme), shown) {
+				t.Errorf("README.md does not show --check-policy's output as it is:\n%s", shown)
+			}
+		}
 	}
 }
 
