@@ -37,7 +37,8 @@ func TestCompile(t *testing.T) {
 		},
 		Classes: []ClassConfig{
 			{SliceNs: 500_000, Weight: 100, HighPriority: 1, Preempt: 1},
-			{SliceNs: 2_000_000, Weight: 100, HighPriority: 1},
+			// "preempt" left out of a high-priority class: it preempts.
+			{SliceNs: 2_000_000, Weight: 100, HighPriority: 1, Preempt: 1},
 			{SliceNs: 20_000_000, Weight: 20},
 			{SliceNs: 5_000_000, Weight: 100},
 		},

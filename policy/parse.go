@@ -125,7 +125,13 @@ func (r *rawPolicy) policy(source string) (*Policy, error) {
 		c := &p.Classes[i]
 		c.Name = deref(rc.Name)
 		c.HighPriority = deref(rc.HighPriority)
-		c.Preempt = deref(rc.Preempt)
+		// Left out, preempt follows high_priority: a lane task that
+		// waits for a fair task's next tick at every wake-up is slower
+		// than no lane at all (#42).
+		c.Preempt = c.HighPriority
+		if rc.Preempt != nil {
+			c.Preempt = *rc.Preempt
+		}
 		c.Slice = DefaultSlice
 		if c.HighPriority {
 			c.Slice = DefaultHighPrioritySlice
@@ -217,16 +223,21 @@ func deref[T any](p *T) T {
 
 // MarshalJSON writes the class in the policy file format, slice as a
 // duration string, so that a Policy (such as Default's) can be saved and
-// parsed back.
+// parsed back. preempt is written for high-priority classes, where
+// leaving it out would mean true.
 func (c Class) MarshalJSON() ([]byte, error) {
+	var preempt *bool
+	if c.HighPriority || c.Preempt {
+		preempt = &c.Preempt
+	}
 	return json.Marshal(struct {
 		Name         string    `json:"name"`
 		HighPriority bool      `json:"high_priority,omitempty"`
-		Preempt      bool      `json:"preempt,omitempty"`
+		Preempt      *bool     `json:"preempt,omitempty"`
 		Slice        string    `json:"slice"`
 		Weight       uint32    `json:"weight"`
 		Match        []Matcher `json:"match,omitempty"`
-	}{c.Name, c.HighPriority, c.Preempt, c.Slice.String(), c.Weight, c.Match})
+	}{c.Name, c.HighPriority, preempt, c.Slice.String(), c.Weight, c.Match})
 }
 
 // UnmarshalJSON parses and validates a policy embedded in other JSON, as

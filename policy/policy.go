@@ -61,6 +61,8 @@ type Class struct {
 	HighPriority bool
 	// Preempt lets a waking task of the class that finds no idle CPU
 	// preempt a CPU running a lower class. It requires HighPriority.
+	// Parse sets it for high-priority classes whose JSON leaves it out;
+	// a Class built in Go gets what it says.
 	Preempt bool
 	Slice   time.Duration // MinSlice..MaxSlice
 	Weight  uint32        // MinWeight..MaxWeight, relative share in the fair lane

@@ -56,12 +56,91 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Class{
-		{Name: "hi", HighPriority: true, Slice: DefaultHighPrioritySlice, Weight: DefaultWeight, Match: []Matcher{{PID: 7}}},
+		{Name: "hi", HighPriority: true, Preempt: true, Slice: DefaultHighPrioritySlice, Weight: DefaultWeight, Match: []Matcher{{PID: 7}}},
 		{Name: "lo", Slice: DefaultSlice, Weight: DefaultWeight, Match: []Matcher{{TGID: 8}}},
 		{Name: "rest", Slice: DefaultSlice, Weight: DefaultWeight},
 	}
 	if diff := cmp.Diff(want, p.Classes); diff != "" {
 		t.Errorf("classes (-want +got):\n%s", diff)
+	}
+}
+
+// A high-priority class that does not mention preempt preempts: without
+// it a lane task waits for a fair task's tick at every wake-up, slower
+// than no lane (#42). Other classes do not, and an explicit false stays,
+// through a round trip too.
+func TestPreemptDefault(t *testing.T) {
+	p, err := Parse("p.json", []byte(`{"classes": [
+		{"name": "lane", "high_priority": true, "match": [{"pid": 1}]},
+		{"name": "quiet", "high_priority": true, "preempt": false, "match": [{"pid": 2}]},
+		{"name": "loud", "high_priority": true, "preempt": true, "match": [{"pid": 3}]},
+		{"name": "batch", "match": [{"pid": 4}]},
+		{"name": "batch2", "preempt": false, "match": [{"pid": 5}]},
+		{"name": "rest"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"lane": true, "quiet": false, "loud": true, "batch": false, "batch2": false, "rest": false}
+	check := func(what string, p *Policy) {
+		t.Helper()
+		for _, c := range p.Classes {
+			if c.Preempt != want[c.Name] {
+				t.Errorf("%s: class %s: preempt %v, want %v", what, c.Name, c.Preempt, want[c.Name])
+			}
+		}
+	}
+	check("parsed", p)
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("back", data)
+	if err != nil {
+		t.Fatalf("parse the marshalled policy: %v\n%s", err, data)
+	}
+	check("marshalled and parsed back", back)
+	tab, err := p.Compile("/nonexistent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range tab.Classes {
+		if (c.Preempt == 1) != want[tab.Names[i]] {
+			t.Errorf("compiled class %s: preempt %d, want %v", tab.Names[i], c.Preempt, want[tab.Names[i]])
+		}
+	}
+}
+
+// Describe says, after defaults, what the scheduler does with a class and
+// which tasks are in it.
+func TestDescribe(t *testing.T) {
+	p, err := Parse("p.json", []byte(`{"classes": [
+		{"name": "inference", "high_priority": true, "match": [{"comm_prefix": "infer"}, {"device": "195:*"}]},
+		{"name": "quiet", "high_priority": true, "preempt": false, "slice": "500us", "match": [
+			{"process_comm": "triton", "cgroup": "/inference.slice"}, {"pid": 7}, {"tgid": 8},
+			{"sched_ext": true}, {"device_process": "226:128-255", "idle": "30s"}, {"comm": "x", "process_comm_prefix": "py"}]},
+		{"name": "batch", "weight": 20, "slice": "20ms", "match": [{"comm_prefix": "make"}]},
+		{"name": "normal", "slice": "2.5ms"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "infer" or device 195:* (thread)`,
+		`quiet: high priority, does not preempt (waits for a free CPU or the running task's next tick), 500 µs slice, matched by: ` +
+			`process comm "triton" and cgroup /inference.slice (subtree) or pid 7 (thread) or tgid 8 (process) or chose SCHED_EXT or ` +
+			`device 226:128-255 (process, until idle 30s) or comm "x" and process comm prefix "py"`,
+		`batch: fair queue, weight 20, 20 ms slice, matched by: comm prefix "make"`,
+		`normal: fair queue, weight 100, 2.5 ms slice, matched by: every task no other class takes`,
+	}
+	var got []string
+	for _, c := range p.Classes {
+		got = append(got, c.Describe())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Describe (-want +got):\n%s", diff)
+	}
+	// The built-in policy reads as the issue's user expects of a lane.
+	if got, want := Default("llama").Classes[0].Describe(), `inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "llama"`; got != want {
+		t.Errorf("Default: %q, want %q", got, want)
 	}
 }
 

@@ -707,6 +707,15 @@ func TestGuestFaultRestartOnError(t *testing.T) {
 	if n := strings.Count(out, "hotlane: scheduler enabled"); n != 3 {
 		t.Errorf("scheduler enabled %d times, want 3 (the first run and 2 restarts)", n)
 	}
+	// Each start says what the built-in policy's classes get (#42).
+	for _, class := range []string{
+		"hotlane:   inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix \"infer\"\n",
+		"hotlane:   normal: fair queue, weight 100, 5 ms slice, matched by: every task no other class takes\n",
+	} {
+		if n := strings.Count(out, class); n != 3 {
+			t.Errorf("%d start-up lines %q, want one a start (3)", n, class)
+		}
+	}
 	for _, want := range []string{
 		"hotlane: scheduler exited with error: SCX_EXIT_ERROR_BPF (1025): scx_bpf_error: debug: error injected after 200 enqueues; restarting (1 of 2)\n",
 		"hotlane: scheduler exited with error: SCX_EXIT_ERROR_BPF (1025): scx_bpf_error: debug: error injected after 200 enqueues; restarting (2 of 2)\n",

@@ -19,11 +19,35 @@ var ErrBadBound = errors.New("bad latency bound")
 const boundSyntax = "write [CLASS[/VIEW]:]STAT<=DURATION[,...][;...], e.g. inference:p99<=200us,max<=5ms"
 
 // A Bound is the latency limits one task class must meet, in one view of
-// its waits.
+// its waits; or, with Selected, the limits the tasks the tracer's filters
+// select must meet, whatever their class.
 type Bound struct {
-	Class   string   `json:"class"`
+	Class   string   `json:"class"` // "" when Selected
 	View    View     `json:"view"`
 	Clauses []Clause `json:"clauses"`
+	// Selected bounds the tasks TracerConfig's filters select (--pid,
+	// --tid, --comm) rather than a class.
+	Selected bool `json:"selected,omitempty"`
+}
+
+// A Target is what the parts of a bound spec without "CLASS:" cover: a
+// class, or the selected tasks.
+type Target struct {
+	Class    string
+	Selected bool
+}
+
+// ClasslessTarget is the rule for a bound part without "CLASS:". Someone
+// who picked tasks (cfg's filters select some, see TracerConfig.Selection)
+// and wrote a bound without a class means the bound on what they picked,
+// whatever class the policy puts it in; without a selection the part
+// covers class lane, the policy's first (the high-priority lane in the
+// built-in policy).
+func ClasslessTarget(cfg TracerConfig, lane string) Target {
+	if cfg.Selection() != "" {
+		return Target{Selected: true}
+	}
+	return Target{Class: lane}
 }
 
 // A Clause limits one statistic of a class's latency histogram.
@@ -65,6 +89,13 @@ type Verdict struct {
 // Each class may appear once. Errors wrap ErrBadBound and say, in one line,
 // what was wrong and what would be right.
 func ParseBounds(spec, defaultClass string) ([]Bound, error) {
+	return ParseBoundsFor(spec, Target{Class: defaultClass})
+}
+
+// ParseBoundsFor is ParseBounds with the parts without "CLASS:" covering
+// classless, which may be the selected tasks (see ClasslessTarget). Such a
+// part may still name its view: "/wait:p99<=1ms".
+func ParseBoundsFor(spec string, classless Target) ([]Bound, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, boundErrorf(spec, "empty bound; %s", boundSyntax)
 	}
@@ -75,24 +106,33 @@ func ParseBounds(spec, defaultClass string) ([]Bound, error) {
 		if part == "" {
 			return nil, boundErrorf(spec, "empty class bound between ';'; %s", boundSyntax)
 		}
-		b, err := parseBound(part, defaultClass)
+		b, err := parseBound(part, classless)
 		if err != nil {
 			return nil, err
 		}
-		if seen[b.Class] {
+		key := b.Class // class names have no spaces
+		if b.Selected {
+			key = "selected tasks"
+		}
+		switch {
+		case seen[key] && b.Selected:
+			return nil, boundErrorf(spec, "the selected tasks have more than one bound; list all their clauses once, e.g. p99<=200us,max<=5ms")
+		case seen[key]:
 			return nil, boundErrorf(spec, "class %q has more than one bound; list all its clauses once, e.g. %s:p99<=200us,max<=5ms", b.Class, b.Class)
 		}
-		seen[b.Class] = true
+		seen[key] = true
 		bounds = append(bounds, b)
 	}
 	return bounds, nil
 }
 
-// HasClasslessPart reports whether spec has a part without "CLASS:",
-// which ParseBounds gives to its default class.
+// HasClasslessPart reports whether spec has a part without "CLASS:" (or
+// with "/VIEW:" alone), which ParseBounds gives to its default class.
 func HasClasslessPart(spec string) bool {
 	for _, part := range strings.Split(spec, ";") {
-		if strings.TrimSpace(part) != "" && !strings.Contains(part, ":") {
+		subject, _, hasColon := strings.Cut(part, ":")
+		class, _, hasView := strings.Cut(subject, "/")
+		if strings.TrimSpace(part) != "" && (!hasColon || hasView && strings.TrimSpace(class) == "") {
 			return true
 		}
 	}
@@ -100,12 +140,13 @@ func HasClasslessPart(spec string) bool {
 }
 
 // parseBound parses one class's part of a spec.
-func parseBound(part, defaultClass string) (Bound, error) {
-	b := Bound{Class: defaultClass, View: ViewFelt}
+func parseBound(part string, classless Target) (Bound, error) {
+	b := Bound{Class: classless.Class, Selected: classless.Selected, View: ViewFelt}
 	list := part
 	if class, rest, ok := strings.Cut(part, ":"); ok {
 		class = strings.TrimSpace(class)
-		if c, view, ok := strings.Cut(class, "/"); ok {
+		c, view, hasView := strings.Cut(class, "/")
+		if hasView {
 			class, view = strings.TrimSpace(c), strings.TrimSpace(view)
 			if !slices.Contains(Views, View(view)) {
 				return Bound{}, boundErrorf(part, "unknown view %q after %q; use %s (from the wake-up's cause, the default) or %s (from the wake-up, as runqlat)",
@@ -113,12 +154,16 @@ func parseBound(part, defaultClass string) (Bound, error) {
 			}
 			b.View = View(view)
 		}
-		if msg := checkClassName(class); msg != "" {
-			return Bound{}, boundErrorf(part, "%s", msg)
+		list = rest
+		if !hasView || class != "" { // "/VIEW:" alone keeps the classless target
+			if msg := checkClassName(class); msg != "" {
+				return Bound{}, boundErrorf(part, "%s", msg)
+			}
+			b.Class, b.Selected = class, false
 		}
-		b.Class, list = class, rest
-	} else if defaultClass == "" {
-		return Bound{}, boundErrorf(part, "no class given; write CLASS:..., e.g. inference:%s", part)
+	}
+	if b.Class == "" && !b.Selected {
+		return Bound{}, boundErrorf(part, "no class given; write CLASS:..., e.g. inference:%s", strings.TrimSpace(list))
 	}
 	for text := range strings.SplitSeq(list, ",") {
 		text = strings.TrimSpace(text)
@@ -272,22 +317,48 @@ func (e *boundError) Unwrap() error {
 
 // String renders the bound so that ParseBounds reads it back unchanged:
 // inference:p99<=200µs,max<=5ms, or inference/wait:... for a bound on the
-// wait view.
+// wait view. A bound on the selected tasks renders without a class
+// (p99<=200µs, /wait:p99<=200µs), as ParseBoundsFor reads it with a
+// selection.
 func (b Bound) String() string {
 	parts := make([]string, len(b.Clauses))
 	for i, c := range b.Clauses {
 		parts[i] = c.String()
 	}
-	return b.Subject() + ":" + strings.Join(parts, ",")
+	clauses := strings.Join(parts, ",")
+	switch {
+	case !b.Selected:
+		return b.Subject() + ":" + clauses
+	case b.View != "" && b.View != ViewFelt:
+		return "/" + string(b.View) + ":" + clauses
+	}
+	return clauses
 }
 
-// Subject is what the bound checks: its class, and its view unless that
-// is the default (inference, inference/wait).
+// Subject is what the bound checks: its class, or "selected tasks", and
+// its view unless that is the default (inference, inference/wait).
 func (b Bound) Subject() string {
-	if b.View != "" && b.View != ViewFelt {
-		return b.Class + "/" + string(b.View)
+	subject := b.Class
+	if b.Selected {
+		subject = "selected tasks"
 	}
-	return b.Class
+	if b.View != "" && b.View != ViewFelt {
+		return subject + "/" + string(b.View)
+	}
+	return subject
+}
+
+// Covers says which tasks the bound covers, for the reports; selection
+// describes the tasks the tracer's filters select (TracerConfig.Selection),
+// "" for every task.
+func (b Bound) Covers(selection string) string {
+	switch {
+	case b.Selected:
+		return fmt.Sprintf("the selected tasks (%s), whatever their class", selection)
+	case selection != "":
+		return fmt.Sprintf("the selected tasks (%s) of class %s", selection, b.Class)
+	}
+	return "the tasks of class " + b.Class
 }
 
 // Check checks every clause of b against h, the histogram of b's class.
@@ -380,7 +451,7 @@ func (v Verdict) String() string {
 func Cases(suite string, bounds []ClassVerdicts, took time.Duration) []report.Case {
 	var cases []report.Case
 	for _, cv := range bounds {
-		subject := Bound{Class: cv.Class, View: cv.View}.Subject()
+		subject := cv.bound().Subject()
 		for _, v := range cv.Verdicts {
 			c := report.Case{Suite: suite, Class: subject, Name: v.Clause.String(), Time: took, Output: v.Reason}
 			switch {

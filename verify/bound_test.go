@@ -17,30 +17,31 @@ func TestParseBounds(t *testing.T) {
 		spec string
 		want []Bound
 	}{
-		{"inference:p99<=200us,max<=5ms", []Bound{{"inference", ViewFelt, []Clause{
+		{"inference:p99<=200us,max<=5ms", []Bound{{Class: "inference", View: ViewFelt, Clauses: []Clause{
 			p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}}}},
-		{"p99<=200us,max<=5ms", []Bound{{"normal", ViewFelt, []Clause{
+		{"p99<=200us,max<=5ms", []Bound{{Class: "normal", View: ViewFelt, Clauses: []Clause{
 			p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}}}},
 		{"inference:p99<=200us,max<=5ms;normal:p50<=10ms", []Bound{
-			{"inference", ViewFelt, []Clause{p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}},
-			{"normal", ViewFelt, []Clause{p("p50", 0.5, 10*time.Millisecond)}}}},
+			{Class: "inference", View: ViewFelt, Clauses: []Clause{p("p99", 0.99, 200*time.Microsecond), p("max", 0, 5*time.Millisecond)}},
+			{Class: "normal", View: ViewFelt, Clauses: []Clause{p("p50", 0.5, 10*time.Millisecond)}}}},
 		{"p99.9<=1ms;inference:p50<=100µs", []Bound{
-			{"normal", ViewFelt, []Clause{p("p99.9", 0.999, time.Millisecond)}},
-			{"inference", ViewFelt, []Clause{p("p50", 0.5, 100*time.Microsecond)}}}},
-		{"p99.99<=1ms,p90<=1.5ms,mean<=300μs", []Bound{{"normal", ViewFelt, []Clause{ // Greek mu
+			{Class: "normal", View: ViewFelt, Clauses: []Clause{p("p99.9", 0.999, time.Millisecond)}},
+			{Class: "inference", View: ViewFelt, Clauses: []Clause{p("p50", 0.5, 100*time.Microsecond)}}}},
+		{"p99.99<=1ms,p90<=1.5ms,mean<=300μs", []Bound{{Class: "normal", View: ViewFelt, Clauses: []Clause{ // Greek mu
 			p("p99.99", 0.9999, time.Millisecond), p("p90", 0.9, 1500*time.Microsecond), p("mean", 0, 300*time.Microsecond)}}}},
-		{"p99<200us", []Bound{{"normal", ViewFelt, []Clause{{Stat: "p99", Quantile: 0.99, Limit: 200 * time.Microsecond, Strict: true}}}}},
-		{"  inference : P99 <= 200us ,  MAX<=1s ", []Bound{{"inference", ViewFelt, []Clause{
+		{"p99<200us", []Bound{{Class: "normal", View: ViewFelt, Clauses: []Clause{{Stat: "p99", Quantile: 0.99, Limit: 200 * time.Microsecond, Strict: true}}}}},
+		{"  inference : P99 <= 200us ,  MAX<=1s ", []Bound{{Class: "inference", View: ViewFelt, Clauses: []Clause{
 			p("p99", 0.99, 200*time.Microsecond), p("max", 0, time.Second)}}}},
-		{"p099.900<=1ms,p100<=2ms,p0.5<=1us,p1<=0s", []Bound{{"normal", ViewFelt, []Clause{
+		{"p099.900<=1ms,p100<=2ms,p0.5<=1us,p1<=0s", []Bound{{Class: "normal", View: ViewFelt, Clauses: []Clause{
 			p("p99.9", 0.999, time.Millisecond), p("p100", 1, 2*time.Millisecond),
 			p("p0.5", 0.005, time.Microsecond), p("p1", 0.01, 0)}}}},
-		{"max<=1h2m3.5s", []Bound{{"normal", ViewFelt, []Clause{p("max", 0, time.Hour+2*time.Minute+3500*time.Millisecond)}}}},
-		{"a-b_9:max<=1ms", []Bound{{"a-b_9", ViewFelt, []Clause{p("max", 0, time.Millisecond)}}}},
-		{"p99<=1ms,p99<=2ms", []Bound{{"normal", ViewFelt, []Clause{p("p99", 0.99, time.Millisecond), p("p99", 0.99, 2*time.Millisecond)}}}},
+		{"max<=1h2m3.5s", []Bound{{Class: "normal", View: ViewFelt, Clauses: []Clause{p("max", 0, time.Hour+2*time.Minute+3500*time.Millisecond)}}}},
+		{"a-b_9:max<=1ms", []Bound{{Class: "a-b_9", View: ViewFelt, Clauses: []Clause{p("max", 0, time.Millisecond)}}}},
+		{"p99<=1ms,p99<=2ms", []Bound{{Class: "normal", View: ViewFelt, Clauses: []Clause{p("p99", 0.99, time.Millisecond), p("p99", 0.99, 2*time.Millisecond)}}}},
 		{"inference/wait:p99<=1ms; normal / felt :max<=1s", []Bound{
-			{"inference", ViewWait, []Clause{p("p99", 0.99, time.Millisecond)}},
-			{"normal", ViewFelt, []Clause{p("max", 0, time.Second)}}}},
+			{Class: "inference", View: ViewWait, Clauses: []Clause{p("p99", 0.99, time.Millisecond)}},
+			{Class: "normal", View: ViewFelt, Clauses: []Clause{p("max", 0, time.Second)}}}},
+		{" /wait: max<=1s", []Bound{{Class: "normal", View: ViewWait, Clauses: []Clause{p("max", 0, time.Second)}}}},
 	}
 	for _, tt := range tests {
 		got, err := ParseBounds(tt.spec, "normal")
@@ -87,6 +88,7 @@ func TestParseBoundsErrors(t *testing.T) {
 		{"a:max<=1ms;a:p99<=1ms", "normal", `bound "a:max<=1ms;a:p99<=1ms": class "a" has more than one bound; list all its clauses once, e.g. a:p99<=200us,max<=5ms`},
 		{"max<=1ms;normal:p99<=1ms", "normal", `bound "max<=1ms;normal:p99<=1ms": class "normal" has more than one bound; list all its clauses once, e.g. normal:p99<=200us,max<=5ms`},
 		{"max<=1ms", "", `bound "max<=1ms": no class given; write CLASS:..., e.g. inference:max<=1ms`},
+		{"/wait: max<=1ms", "", `bound "/wait: max<=1ms": no class given; write CLASS:..., e.g. inference:max<=1ms`},
 		{"p99<=1ms:x", "normal", `bound "p99<=1ms:x": class name "p99<=1ms" has '<'; class names are 1 to 15 characters of a-z, 0-9, _ and -`},
 		{"max<=9999999h", "normal", `bound "max<=9999999h": "9999999h" is not a duration (use e.g. 200us, 5ms)`},
 	}
@@ -303,11 +305,14 @@ func TestVerdictString(t *testing.T) {
 
 func TestHasClasslessPart(t *testing.T) {
 	for spec, want := range map[string]bool{
-		"p99<=1ms":                          true,
-		"inference:p99<=1ms":                false,
-		"inference:p99<=1ms;max<=5ms":       true,
-		"inference:p99<=1ms;normal:p50<=1s": false,
-		" ; inference:max<=1ms":             false,
+		"p99<=1ms":                           true,
+		"inference:p99<=1ms":                 false,
+		"inference:p99<=1ms;max<=5ms":        true,
+		"inference:p99<=1ms;normal:p50<=1s":  false,
+		" ; inference:max<=1ms":              false,
+		"/wait:p99<=1ms":                     true,
+		"inference:p99<=1ms; / felt:max<=1s": true,
+		"inference/wait:p99<=1ms":            false,
 	} {
 		if got := HasClasslessPart(spec); got != want {
 			t.Errorf("HasClasslessPart(%q) = %v, want %v", spec, got, want)
@@ -342,5 +347,114 @@ func TestCases(t *testing.T) {
 	}
 	if c := cases[2]; c.Class != "normal/wait" || c.Error == "" || c.Failure != "" {
 		t.Errorf("unmeasured clause: %+v, want an error", c)
+	}
+}
+
+// The bound-target rule (#42): someone who selected tasks (--pid, --tid,
+// --comm) and wrote a bound without a class means the bound on what they
+// selected, whatever its class; without a selection such a bound covers
+// the lane class. A part naming its class covers that class either way.
+func TestClasslessTarget(t *testing.T) {
+	for _, tt := range []struct {
+		cfg               TracerConfig
+		want              Target
+		selection, covers string
+	}{
+		{TracerConfig{}, Target{Class: "inference"}, "", "the tasks of class inference"},
+		{TracerConfig{FilterTGID: 1234}, Target{Selected: true}, "pid 1234", "the selected tasks (pid 1234), whatever their class"},
+		{TracerConfig{FilterTIDs: []uint32{7}}, Target{Selected: true}, "tid 7", "the selected tasks (tid 7), whatever their class"},
+		{TracerConfig{FilterTIDs: []uint32{7, 8}, FilterComm: "infer"}, Target{Selected: true}, `tids 7, 8 and comm prefix "infer"`,
+			`the selected tasks (tids 7, 8 and comm prefix "infer"), whatever their class`},
+		{TracerConfig{FilterComm: "sleep"}, Target{Selected: true}, `comm prefix "sleep"`, `the selected tasks (comm prefix "sleep"), whatever their class`},
+	} {
+		sel := tt.cfg.Selection()
+		if sel != tt.selection {
+			t.Errorf("%+v: Selection() = %q, want %q", tt.cfg, sel, tt.selection)
+		}
+		target := ClasslessTarget(tt.cfg, "inference")
+		if target != tt.want {
+			t.Errorf("%+v: ClasslessTarget = %+v, want %+v", tt.cfg, target, tt.want)
+			continue
+		}
+		bounds, err := ParseBoundsFor("max<=1ms;normal:p99<=5ms", target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, named := bounds[0], bounds[1]
+		if first.Selected != tt.want.Selected || first.Class != tt.want.Class {
+			t.Errorf("%q: the part without a class bounds %+v, want %+v", sel, first, tt.want)
+		}
+		if got := first.Covers(sel); got != tt.covers {
+			t.Errorf("%q: the part without a class covers %q, want %q", sel, got, tt.covers)
+		}
+		if named.Selected || named.Class != "normal" {
+			t.Errorf("%q: normal:... bounds %+v, want class normal", sel, named)
+		}
+		wantNamed := "the tasks of class normal"
+		if sel != "" {
+			wantNamed = "the selected tasks (" + sel + ") of class normal"
+		}
+		if got := named.Covers(sel); got != wantNamed {
+			t.Errorf("%q: normal:... covers %q, want %q", sel, got, wantNamed)
+		}
+	}
+}
+
+// A bound on the selected tasks renders without a class, names its view
+// as /VIEW:, reads back the same, and may be given once.
+func TestSelectedBounds(t *testing.T) {
+	selected := Target{Selected: true}
+	bounds, err := ParseBoundsFor("p99<=1ms,max<=5ms; inference:max<=2ms", selected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Bound{
+		{Selected: true, View: ViewFelt, Clauses: []Clause{mustClause(t, "p99<=1ms"), mustClause(t, "max<=5ms")}},
+		{Class: "inference", View: ViewFelt, Clauses: []Clause{mustClause(t, "max<=2ms")}},
+	}
+	if diff := cmp.Diff(want, bounds); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for spec, rendered := range map[string]string{
+		"p99<=1ms,max<=5ms": "p99<=1ms,max<=5ms",
+		"/wait:p99<=1ms":    "/wait:p99<=1ms",
+		"/felt:p99<=1ms":    "p99<=1ms",
+	} {
+		b, err := ParseBoundsFor(spec, selected)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b[0].String(); got != rendered || !b[0].Selected {
+			t.Errorf("%q: %+v renders as %q, want a bound on the selected tasks rendered %q", spec, b[0], got, rendered)
+		}
+		again, err := ParseBoundsFor(b[0].String(), selected)
+		if err != nil || !cmp.Equal(b, again) {
+			t.Errorf("%q rendered as %q reads back as %+v (%v)", spec, b[0].String(), again, err)
+		}
+	}
+	if got := (Bound{Selected: true, View: ViewWait}).Subject(); got != "selected tasks/wait" {
+		t.Errorf("Subject = %q", got)
+	}
+	_, err = ParseBoundsFor("max<=1ms;/wait:p99<=1ms", selected)
+	if !errors.Is(err, ErrBadBound) || !strings.Contains(err.Error(), "the selected tasks have more than one bound") {
+		t.Errorf("two bounds on the selected tasks: %v", err)
+	}
+}
+
+// A bound on the selected tasks streams violations from every class, at
+// the tightest limit that applies; a class's own bound picks its view.
+func TestThresholdsOfSelectedBound(t *testing.T) {
+	bounds, err := ParseBoundsFor("max<=5ms;normal/wait:p99<=1ms;batch:max<=9ms", Target{Selected: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, views := Thresholds(bounds, []string{"inference", "batch", "normal"})
+	wantTh := map[string]time.Duration{"inference": 5 * time.Millisecond, "batch": 5 * time.Millisecond, "normal": time.Millisecond}
+	wantViews := map[string]View{"inference": ViewFelt, "batch": ViewFelt, "normal": ViewWait}
+	if diff := cmp.Diff(wantTh, th); diff != "" {
+		t.Errorf("thresholds (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantViews, views); diff != "" {
+		t.Errorf("views (-want +got):\n%s", diff)
 	}
 }

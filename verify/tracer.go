@@ -85,6 +85,31 @@ type TracerConfig struct {
 	WaitOnly bool
 }
 
+// Selection describes the tasks the filters select, as the reports name
+// them ("pid 1234", "tids 7, 8 and comm prefix \"infer\""), or "" when
+// they select every task.
+func (c TracerConfig) Selection() string {
+	var parts []string
+	if c.FilterTGID != 0 {
+		parts = append(parts, fmt.Sprintf("pid %d", c.FilterTGID))
+	}
+	if len(c.FilterTIDs) > 0 {
+		tids := make([]string, len(c.FilterTIDs))
+		for i, tid := range c.FilterTIDs {
+			tids[i] = fmt.Sprint(tid)
+		}
+		name := "tid "
+		if len(tids) > 1 {
+			name = "tids "
+		}
+		parts = append(parts, name+strings.Join(tids, ", "))
+	}
+	if c.FilterComm != "" {
+		parts = append(parts, fmt.Sprintf("comm prefix %q", c.FilterComm))
+	}
+	return strings.Join(parts, " and ")
+}
+
 // FeltEnd says where the tracer ends a felt wait, which depends on what
 // the kernel let it hook.
 type FeltEnd string

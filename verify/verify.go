@@ -37,11 +37,20 @@ type Options struct {
 	Live func(*Tracer) (stop func())
 }
 
-// ClassVerdicts are the verdicts of one class's bound.
+// ClassVerdicts are the verdicts of one class's bound, or of the bound
+// on the selected tasks.
 type ClassVerdicts struct {
 	Class    string    `json:"class"`
 	View     View      `json:"view"`
 	Verdicts []Verdict `json:"verdicts"`
+	Selected bool      `json:"selected,omitempty"`
+	// Covers says which tasks the bound covered (Bound.Covers).
+	Covers string `json:"covers,omitempty"`
+}
+
+// bound is the bound these are the verdicts of, without its clauses.
+func (cv ClassVerdicts) bound() Bound {
+	return Bound{Class: cv.Class, View: cv.View, Selected: cv.Selected}
 }
 
 // Result is what a verification run found.
@@ -71,23 +80,41 @@ type Result struct {
 	// the bound was checked against nothing, which is a mistake in the
 	// policy or the filters, not a latency that failed.
 	Unmeasured []string `json:"unmeasured_classes,omitempty"`
+	// UnmeasuredSelection describes the selected tasks when a bound
+	// covers them (Bound.Selected) and none of them waited.
+	UnmeasuredSelection string `json:"unmeasured_selection,omitempty"`
 }
 
 // KeptViolations is how many of the longest violations a Result keeps.
 const KeptViolations = 100
 
 // Thresholds turns bounds into per-class streaming thresholds, the
-// tightest limit of each class's clauses, and the view each compares.
-func Thresholds(bounds []Bound) (map[string]time.Duration, map[string]View) {
+// tightest limit of each class's clauses, and the view each compares. A
+// bound on the selected tasks applies to every one of classes (the
+// filters leave only selected tasks in them); a class's own bound, if it
+// has one, says which view it compares.
+func Thresholds(bounds []Bound, classes []string) (map[string]time.Duration, map[string]View) {
 	th, views := map[string]time.Duration{}, map[string]View{}
-	for _, b := range bounds {
+	apply := func(b Bound, class string) {
 		if b.View != "" {
-			views[b.Class] = b.View
+			views[class] = b.View
 		}
 		for _, c := range b.Clauses {
-			if cur, ok := th[b.Class]; !ok || c.Limit < cur {
-				th[b.Class] = c.Limit
+			if cur, ok := th[class]; !ok || c.Limit < cur {
+				th[class] = c.Limit
 			}
+		}
+	}
+	for _, b := range bounds {
+		if b.Selected {
+			for _, class := range classes {
+				apply(b, class)
+			}
+		}
+	}
+	for _, b := range bounds { // after, so that a class's own view wins
+		if !b.Selected {
+			apply(b, b.Class)
 		}
 	}
 	return th, views
@@ -99,13 +126,17 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Duration < 0 {
 		return nil, fmt.Errorf("%w: duration %s must not be negative", ErrBadTracerConfig, opts.Duration)
 	}
+	selection := opts.Tracer.Selection()
 	for _, b := range opts.Bounds {
-		if opts.Tracer.Table != nil && indexOf(opts.Tracer.Table.Names, b.Class) < 0 {
+		if b.Selected && selection == "" {
+			return nil, fmt.Errorf("%w: a bound on the selected tasks, but the tracer selects every task (set a filter)", ErrBadBound)
+		}
+		if !b.Selected && opts.Tracer.Table != nil && indexOf(opts.Tracer.Table.Names, b.Class) < 0 {
 			return nil, fmt.Errorf("%w: bound for unknown class %q (the policy's classes: %v)", ErrBadBound, b.Class, opts.Tracer.Table.Names)
 		}
 	}
-	if opts.Tracer.Thresholds == nil {
-		opts.Tracer.Thresholds, opts.Tracer.ThresholdViews = Thresholds(opts.Bounds)
+	if opts.Tracer.Thresholds == nil && opts.Tracer.Table != nil {
+		opts.Tracer.Thresholds, opts.Tracer.ThresholdViews = Thresholds(opts.Bounds, opts.Tracer.Table.Names)
 	}
 	t, err := Attach(opts.Tracer)
 	if err != nil {
@@ -217,18 +248,31 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	} else {
 		res.Cost = cost
 	}
-	for _, b := range opts.Bounds {
-		h := snap.class(b.Class, b.View)
-		if h.Count() == 0 {
-			res.Unmeasured = append(res.Unmeasured, b.Class)
-		}
-		cv := ClassVerdicts{Class: b.Class, View: b.View, Verdicts: b.Check(h)}
-		for _, v := range cv.Verdicts {
-			res.Pass = res.Pass && v.Pass
-		}
-		res.Bounds = append(res.Bounds, cv)
-	}
+	res.check(opts.Bounds, snap, selection)
 	return res, nil
+}
+
+// check checks the bounds against snap, whose tasks are those selection
+// describes ("" for every task).
+func (r *Result) check(bounds []Bound, snap *Snapshot, selection string) {
+	for _, b := range bounds {
+		h := snap.class(b.Class, b.View)
+		if b.Selected {
+			h = snap.all(b.View)
+		}
+		switch {
+		case h.Count() > 0:
+		case b.Selected:
+			r.UnmeasuredSelection = selection
+		default:
+			r.Unmeasured = append(r.Unmeasured, b.Class)
+		}
+		cv := ClassVerdicts{Class: b.Class, View: b.View, Selected: b.Selected, Covers: b.Covers(selection), Verdicts: b.Check(h)}
+		for _, v := range cv.Verdicts {
+			r.Pass = r.Pass && v.Pass
+		}
+		r.Bounds = append(r.Bounds, cv)
+	}
 }
 
 func (s *Snapshot) class(name string, v View) *Histogram {
@@ -238,6 +282,16 @@ func (s *Snapshot) class(name string, v View) *Histogram {
 		}
 	}
 	return &Histogram{}
+}
+
+// all is view v of every class's waits together: those of every task the
+// tracer's filters selected.
+func (s *Snapshot) all(v View) *Histogram {
+	h := &Histogram{}
+	for _, c := range s.Classes {
+		h.Merge(c.View(v))
+	}
+	return h
 }
 
 // losses lists every way the tracer can lose data, counted or not.
@@ -332,8 +386,11 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 
 	fmt.Fprintln(w)
 	for _, b := range r.Bounds {
+		if b.Covers != "" {
+			fmt.Fprintf(w, "bound covers: %s\n", b.Covers)
+		}
 		for _, v := range b.Verdicts {
-			fmt.Fprintf(w, "%s %s\n", Bound{Class: b.Class, View: b.View}.Subject(), v)
+			fmt.Fprintf(w, "%s %s\n", b.bound().Subject(), v)
 		}
 	}
 	if len(r.Bounds) > 0 {

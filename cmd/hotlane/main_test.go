@@ -384,38 +384,177 @@ func TestWrongFlagsGiveOneLine(t *testing.T) {
 	}
 }
 
+// --check-policy accepts the examples and says, a line per class, what
+// the scheduler will do with it: a high-priority class that does not
+// mention preempt preempts.
 func TestCheckPolicyAcceptsTheExamples(t *testing.T) {
 	bin := hotlaneBinary(t)
-	stdout, stderr, code := runCLI(t, bin, "run", "--check-policy", "../../policy/testdata/default.json")
-	if code != exitOK || !strings.Contains(stdout, "[inference normal]") {
-		t.Errorf("--check-policy: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	for file, want := range map[string]string{
+		"default.json": `default.json: ok, 2 classes:
+  inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "infer"
+  normal: fair queue, weight 100, 5 ms slice, matched by: every task no other class takes
+`,
+		"tiers.json": `tiers.json: ok, 4 classes:
+  realtime: high priority, preempts lower classes, 500 µs slice, matched by: comm "infer-rt" or tgid 4242 (process)
+  inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "infer" and process comm prefix "python" or process comm prefix "triton"
+  batch: fair queue, weight 20, 20 ms slice, matched by: comm prefix "make" or comm prefix "cc1"
+  normal: fair queue, weight 100, 5 ms slice, matched by: every task no other class takes
+`,
+	} {
+		path := "../../policy/testdata/" + file
+		stdout, stderr, code := runCLI(t, bin, "run", "--check-policy", path)
+		if code != exitOK || stdout != "../../policy/testdata/"+want {
+			t.Errorf("--check-policy %s: exit %d, stderr %q, stdout:\n%s\nwant:\n../../policy/testdata/%s", file, code, stderr, stdout, want)
+		}
+		if file == "tiers.json" {
+			readme, err := os.ReadFile("../../README.md")
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown := "$ hotlane run --check-policy policy/testdata/tiers.json\npolicy/testdata/" + want
+			if !strings.Contains(string(readme), shown) {
+				t.Errorf("README.md does not show --check-policy's output as it is:\n%s", shown)
+			}
+		}
 	}
 }
 
 // A bound nothing was measured against is a mistake in the policy or the
 // filters, not a latency that failed: exit 2 with what to check. A bound
-// without CLASS: says which class it checks.
+// without CLASS: says what it checks: the selected tasks when verify was
+// given a selection, else the policy's first class.
 func TestVerifyWithoutSamplesIsAnError(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("attaches the tracer: needs root")
 	}
 	bin := hotlaneBinary(t)
-	stdout, stderr, code := runCLI(t, bin, "verify", "--comm", "no-such-thread", "--bound", "p99<=1ms", "--duration", "1s", "--top", "0")
-	if code != exitError {
-		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitError, stdout, stderr)
-	}
-	for _, want := range []string{
-		"the bound's clauses without CLASS: check class inference",
-		"no task of class inference waited for a CPU in 1s",
-		"--inference-comm",
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--comm", "no-such-thread"}, []string{
+			`the bound's clauses without CLASS: check the selected tasks (comm prefix "no-such-thread"), whatever their class`,
+			`none of the selected tasks (comm prefix "no-such-thread") waited for a CPU in 1s`,
+			"--pid, --tid, --comm",
+		}},
+		{[]string{"--inference-comm", "no-such-thread"}, []string{
+			"the bound's clauses without CLASS: check the tasks of class inference (the policy's first)",
+			"no task of class inference waited for a CPU in 1s",
+			"--inference-comm",
+		}},
 	} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		args := append(append([]string{"verify"}, tt.args...), "--bound", "p99<=1ms", "--duration", "1s", "--top", "0")
+		stdout, stderr, code := runCLI(t, bin, args...)
+		if code != exitError {
+			t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, exitError, stdout, stderr)
+		}
+		for _, want := range tt.want {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%v: stderr lacks %q:\n%s", args, want, stderr)
+			}
+		}
+		// The report is still written: it shows what was (not) seen.
+		if !strings.Contains(stdout, "no samples") {
+			t.Errorf("%v: the report does not say there were no samples:\n%s", args, stdout)
 		}
 	}
-	// The report is still written: it shows what was (not) seen.
-	if !strings.Contains(stdout, "no samples") {
-		t.Errorf("the report does not say there were no samples:\n%s", stdout)
+}
+
+// verify --pid P with a bound that names no class bounds P's tasks,
+// whatever class the policy gives them (#42): here the built-in policy
+// puts them in "normal", and the bound still has their waits to check.
+// One no wait can meet fails, a generous one passes, and the text and
+// JSON reports say the bound covered the selected tasks.
+func TestVerifyBoundCoversTheSelectedTasks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer: needs root")
+	}
+	bin := hotlaneBinary(t)
+	// A process that sleeps 1 ms at a time, named so that no class but
+	// the catch-all takes it.
+	child := exec.Command(bin, "workload", "--hogs", "0", "--period", "1ms", "--compute", "10us", "--comm", "napper", "--duration", "5m")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	pid := child.Process.Pid
+	covers := fmt.Sprintf("the selected tasks (pid %d), whatever their class", pid)
+	for _, tt := range []struct {
+		bound    string
+		code     int
+		verdict  string
+		extra    []string
+		wantPass bool
+	}{
+		{"max<=1ns", exitFail, "selected tasks FAIL max<=1ns: max is ", []string{"--violation-lines", "1"}, false},
+		{"max<=10s", exitOK, "selected tasks PASS max<=10s: max is ", []string{"-q"}, true},
+	} {
+		jsonPath := filepath.Join(t.TempDir(), "verify.json")
+		args := append([]string{"verify", "--pid", strconv.Itoa(pid), "--bound", tt.bound, "--duration", "2s", "--top", "20", "--no-histograms", "--json", jsonPath}, tt.extra...)
+		stdout, stderr, code := runCLI(t, bin, args...)
+		if code != tt.code {
+			t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, tt.code, stdout, stderr)
+		}
+		if want := "bound covers: " + covers + "\n" + tt.verdict; !strings.Contains(stdout, want) {
+			t.Errorf("%v: the text report lacks %q:\n%s", args, want, stdout)
+		}
+		if !tt.wantPass && !strings.Contains(stderr, "the bound's clauses without CLASS: check "+covers) {
+			t.Errorf("%v: stderr does not say what the bound checks:\n%s", args, stderr)
+		}
+		data, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Bounds []struct {
+				Class    string `json:"class"`
+				Selected bool   `json:"selected"`
+				Covers   string `json:"covers"`
+				Verdicts []struct {
+					Pass     bool  `json:"pass"`
+					Measured int64 `json:"measured_ns"`
+				} `json:"verdicts"`
+			} `json:"bounds"`
+			Unmeasured []string `json:"unmeasured_classes"`
+			Snapshot   struct {
+				Tasks []struct {
+					PID   uint32 `json:"pid"`
+					TGID  uint32 `json:"tgid"`
+					Comm  string `json:"comm"`
+					Class string `json:"class"`
+				} `json:"tasks"`
+			} `json:"snapshot"`
+		}
+		if err := json.Unmarshal(data, &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Bounds) != 1 || !res.Bounds[0].Selected || res.Bounds[0].Class != "" || res.Bounds[0].Covers != covers ||
+			len(res.Bounds[0].Verdicts) != 1 || res.Bounds[0].Verdicts[0].Pass != tt.wantPass || res.Bounds[0].Verdicts[0].Measured <= 0 {
+			t.Errorf("%v: JSON bounds %+v, want one on the selected tasks covering %q, pass %v, with a measured max", args, res.Bounds, covers, tt.wantPass)
+		}
+		if len(res.Unmeasured) > 0 {
+			t.Errorf("%v: unmeasured classes %v", args, res.Unmeasured)
+		}
+		// What was measured is the child's threads, the sleeper among
+		// them, in the catch-all class: not the lane the old rule checked.
+		napper := false
+		for _, tk := range res.Snapshot.Tasks {
+			if int(tk.TGID) != pid {
+				t.Errorf("%v: task %d (%s) of process %d measured, want only process %d's", args, tk.PID, tk.Comm, tk.TGID, pid)
+			}
+			if tk.Comm == "napper" {
+				napper = true
+				if tk.Class != "normal" {
+					t.Errorf("%v: the sleeper is in class %q, want normal", args, tk.Class)
+				}
+			}
+		}
+		if !napper {
+			t.Errorf("%v: the sleeping thread is not among the measured tasks: %+v", args, res.Snapshot.Tasks)
+		}
 	}
 }
 

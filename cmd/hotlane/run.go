@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func runRun(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	policyPath := fs.String("policy", "", "policy file (JSON) defining the task classes; default: the built-in policy with --inference-comm")
-	checkPolicy := fs.String("check-policy", "", "validate this policy file, print its classes and exit without loading anything")
+	checkPolicy := fs.String("check-policy", "", "validate this policy file, print what the scheduler would do with each class and exit without loading anything")
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
 	partial := fs.Bool("partial", false, "schedule only tasks that chose SCHED_EXT (SCX_OPS_SWITCH_PARTIAL); others stay on the default scheduler")
@@ -70,7 +71,8 @@ Flags:
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError
 		}
-		fmt.Printf("%s: ok, %d classes: %v\n", *checkPolicy, len(p.Classes), p.ClassNames())
+		fmt.Printf("%s: ok, %d classes:\n", *checkPolicy, len(p.Classes))
+		printClasses(os.Stdout, "  ", p)
 		return exitOK
 	}
 
@@ -129,8 +131,9 @@ Flags:
 	}
 	opts.Started = func(s *sched.Scheduler) {
 		ran = true
-		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, classes %v, %s mode; a normal task waits at most %s behind high-priority ones while up to 8 wait)\n",
-			s.Object, s.Classes(), map[bool]string{true: "partial", false: "full"}[*partial], bound)
+		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, %s mode; a normal task waits at most %s behind high-priority ones while up to 8 wait); classes:\n",
+			s.Object, map[bool]string{true: "partial", false: "full"}[*partial], bound)
+		printClasses(os.Stderr, "hotlane:   ", p)
 		fmt.Fprintf(os.Stderr, "hotlane: %s\n", s.Load)
 	}
 	if *cost {
@@ -186,4 +189,12 @@ Flags:
 		return exitFail
 	}
 	return exitOK
+}
+
+// printClasses writes what the scheduler does with each class, a line
+// each, so that --check-policy and the start-up say the same.
+func printClasses(w io.Writer, prefix string, p *policy.Policy) {
+	for _, c := range p.Classes {
+		fmt.Fprintf(w, "%s%s\n", prefix, c.Describe())
+	}
 }

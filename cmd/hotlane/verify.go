@@ -19,7 +19,7 @@ func runVerify(ctx context.Context, args []string) int {
 	policyPath := fs.String("policy", "", "policy file whose classes the report uses (the scheduler's); default: the built-in policy with --inference-comm")
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "with the built-in policy: a comm prefix of inference tasks (repeatable)")
-	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class; CLASS/wait: checks the wait from the wake-up instead of the felt view)")
+	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the tasks --pid, --tid or --comm select, whatever their class, else the policy's first class; CLASS/wait: checks the wait from the wake-up instead of the felt view, /wait: without a class)")
 	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure (Ctrl-C ends early); 0: until Ctrl-C or SIGTERM, which is also the default with --listen")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464 or :9464): latency histograms per class and view at hotlane's bucket edges, events, losses, BPF run time")
 	jsonPath := fs.String("json", "", "also write the full report as JSON to this file (-: standard output, and the text report goes to standard error)")
@@ -67,8 +67,13 @@ in tasks of the fair class or chosen by a sched_ext scheduler (the three
 longest named), idle, whether the task migrated and whether sched_ext
 exited meanwhile. The report adds these up per class.
 
+A bound without CLASS: covers the tasks --pid, --tid or --comm select,
+whatever class the policy puts them in ('--pid 1234 --bound max<=1ms');
+without those flags it covers the policy's first class. The report says
+which tasks each bound covered.
+
 Exit status: 0 bound held (or none given), 1 bound failed, 2 error (a bound
-whose class had no samples is one: it was checked against nothing).
+whose tasks had no samples is one: it was checked against nothing).
 
 In CI: --junit writes a JUnit report (one case per clause), and under
 GitHub Actions (GITHUB_ACTIONS=true) each clause also becomes an
@@ -80,6 +85,7 @@ Examples:
   hotlane verify --policy policy.json --bound 'inference:p99<=1ms;normal:p99<=20ms' --json report.json
   hotlane verify --bound 'inference/wait:p99<=100us' --duration 30s
   hotlane verify --tid 4242 --tid 4243 --top 2 --duration 5s
+  hotlane verify --pid 1234 --bound 'p99<=1ms,max<=5ms'
 
 Flags:
 `)
@@ -111,15 +117,26 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
+	tracer := verify.TracerConfig{
+		Table: table, FilterTGID: uint32(*pid), FilterTIDs: tids, FilterComm: *comm,
+		PerTask: *top > 0, MaxTasks: *maxTasks, Hook: *hook, RingBufferBytes: *ringBuf,
+		MeasureCost: true, ExtCallbacks: *extCallbacks, WaitOnly: *waitOnly,
+	}
 	var bounds []verify.Bound
 	if *bound != "" {
-		if bounds, err = verify.ParseBounds(*bound, table.Names[0]); err != nil {
+		classless := verify.ClasslessTarget(tracer, table.Names[0])
+		if bounds, err = verify.ParseBoundsFor(*bound, classless); err != nil {
 			return fail(err)
 		}
 		if !*quiet && verify.HasClasslessPart(*bound) {
-			fmt.Fprintf(os.Stderr, "hotlane verify: the bound's clauses without CLASS: check class %s (the policy's first)\n", table.Names[0])
+			what := verify.Bound{Class: classless.Class, Selected: classless.Selected}.Covers(tracer.Selection())
+			if !classless.Selected {
+				what += " (the policy's first)"
+			}
+			fmt.Fprintf(os.Stderr, "hotlane verify: the bound's clauses without CLASS: check %s\n", what)
 		}
 	}
+	tracer.Explain = len(bounds) > 0 && !*noExplain
 	if *pid > 0 {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", *pid)); err != nil {
 			return fail(fmt.Errorf("--pid %d: no such process", *pid))
@@ -135,15 +152,7 @@ Flags:
 		return fail(fmt.Errorf("--tid given %d times: at most %d threads", len(tids), verify.MaxFilterTIDs))
 	}
 
-	opts := verify.Options{
-		Tracer: verify.TracerConfig{
-			Table: table, FilterTGID: uint32(*pid), FilterTIDs: tids, FilterComm: *comm,
-			PerTask: *top > 0, MaxTasks: *maxTasks, Hook: *hook, RingBufferBytes: *ringBuf,
-			MeasureCost: true, Explain: len(bounds) > 0 && !*noExplain, ExtCallbacks: *extCallbacks, WaitOnly: *waitOnly,
-		},
-		Bounds:   bounds,
-		Duration: *duration,
-	}
+	opts := verify.Options{Tracer: tracer, Bounds: bounds, Duration: *duration}
 	if !*quiet {
 		opts.Progress = os.Stderr
 		opts.ProgressInterval = max(*duration/10, time.Second)
@@ -193,6 +202,10 @@ Flags:
 	}
 	if err := ci.write("hotlane verify", started, verify.Cases("hotlane verify", res.Bounds, time.Since(started))); err != nil {
 		return fail(err)
+	}
+	if res.UnmeasuredSelection != "" {
+		return fail(fmt.Errorf("none of the selected tasks (%s) waited for a CPU in %s, so the bound was checked against nothing: "+
+			"check the filters (--pid, --tid, --comm)", res.UnmeasuredSelection, *duration))
 	}
 	if len(res.Unmeasured) > 0 {
 		return fail(fmt.Errorf("no task of class %s waited for a CPU in %s, so the bound was checked against nothing: "+
