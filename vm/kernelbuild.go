@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // Kernels of the matrix that no distribution ships for the VM with
@@ -118,7 +120,7 @@ func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Wri
 		if out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("unpack %s: %v: %s", srcPkg, err, lastLines(string(out), 5))
 		}
-		if err := os.WriteFile(stamp, nil, 0o644); err != nil {
+		if err := safefile.WriteFile(stamp, nil, safefile.Readable); err != nil {
 			return nil, err
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // Errors a run can end with; test them with errors.Is.
@@ -214,15 +216,10 @@ func writeInitramfs(cfg Config, out string) error {
 		return err
 	}
 	im.AddData(guestConfigPath, gc, 0o644)
-	f, err := os.Create(out)
-	if err != nil {
+	return safefile.Write(out, safefile.Readable, func(w io.Writer) error {
+		_, err := im.WriteTo(w)
 		return err
-	}
-	if _, err := im.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }
 
 // checkStatic refuses a dynamically linked /init: the guest has no C
@@ -286,7 +283,8 @@ func readResults(path, dir string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
+		// Readable: the guest's files describe the guest's own tasks.
+		if err := safefile.WriteFile(dst, b, safefile.Readable); err != nil {
 			return 0, err
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // Guest paths of the kernel's example schedulers the runner builds.
@@ -177,7 +179,7 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		// The Makefile has no hook for extra BPF flags; CLANG is the one
 		// variable every BPF compile (and nothing else) goes through.
 		shim := filepath.Join(build, "scx_kfunc_renames.h")
-		if err := os.WriteFile(shim, scxKfuncRenames, 0o644); err != nil {
+		if err := safefile.WriteFile(shim, scxKfuncRenames, safefile.Readable); err != nil {
 			return nil, err
 		}
 		clangCmd += " -include " + shim
@@ -197,11 +199,7 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		if err != nil {
 			return nil, fmt.Errorf("build %s: %w", n, err)
 		}
-		bin := filepath.Join(outDir, n)
-		if err := os.WriteFile(bin+".tmp", data, 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(bin+".tmp", bin); err != nil {
+		if err := safefile.WriteFile(filepath.Join(outDir, n), data, safefile.Executable); err != nil {
 			return nil, err
 		}
 	}

@@ -246,6 +246,13 @@ func TestWrongFilesGiveOneClearLine(t *testing.T) {
 		}
 		return p
 	}
+	worldWritable := filepath.Join(dir, "shared-cache")
+	if err := os.Mkdir(worldWritable, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(worldWritable, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +316,7 @@ func TestWrongFilesGiveOneClearLine(t *testing.T) {
 		{[]string{"vm", "--add", missing + ":/m", "--", "doctor"}, "cannot add " + missing + " to the guest as /m: no such file"},
 		{[]string{"vm", "--add", dir, "--", "doctor"}, "not a regular file"},
 		{[]string{"vm", "--add", file + ":", "--", "doctor"}, "empty guest path"},
+		{[]string{"vm", "--cache", worldWritable, "--", "doctor"}, "anyone may write to " + worldWritable},
 		{[]string{"vm", "--cache", file, "--", "doctor"}, "--cache " + file + " is a file, not a directory"},
 		{[]string{"vm"}, "no command given"},
 		{[]string{"vm", "--scx-simple"}, "no command given"},
@@ -1133,6 +1141,58 @@ func TestOutputModesIgnoreUmask(t *testing.T) {
 		}
 		if fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v under umask 000, want %v", filepath.Base(path), fi.Mode().Perm(), want)
+		}
+	}
+}
+
+// With neither HOME nor XDG_CACHE_HOME (systemd units, some CI runners),
+// `hotlane vm` used a fixed directory in /tmp, which another user could
+// make first and fill with links. Now a user without a home gets one line
+// asking for a cache, and nothing is made in /tmp.
+func TestVMWithoutHomeRefusesSharedCache(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs hotlane as the user nobody: needs root")
+	}
+	// A directory nobody can reach, for the binary and the kernel image.
+	dir, err := os.MkdirTemp("", "hotlane-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hotlane")
+	if err := os.Rename(hotlaneBinary(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	kernel := filepath.Join(dir, "vmlinuz")
+	image := make([]byte, 0x300)
+	copy(image[0x202:], "HdrS")
+	if err := os.WriteFile(kernel, image, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(os.TempDir(), "hotlane-cache")
+	_, existed := os.Lstat(shared)
+
+	cmd := exec.Command(bin, "vm", "--kernel", kernel, "--print-vmlinux")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != exitError {
+		t.Errorf("as nobody without HOME: %v, want exit %d", err, exitError)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "set HOTLANE_CACHE") {
+		t.Errorf("stderr %q, want one line asking for --cache or HOTLANE_CACHE", stderr.String())
+	}
+	if existed != nil {
+		if _, err := os.Lstat(shared); err == nil {
+			os.RemoveAll(shared)
+			t.Errorf("it made %s", shared)
 		}
 	}
 }
