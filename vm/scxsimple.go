@@ -153,10 +153,8 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		// uapi headers) are unpacked from the 160 MB tarball.
 		top := "linux-source-" + series
 		parts := []string{top + "/tools", top + "/include", top + "/arch/x86/include", top + "/scripts", top + "/kernel/bpf", top + "/Makefile"}
-		script := fmt.Sprintf("dpkg-deb --fsys-tarfile %q | tar -xOf - ./usr/src/%s.tar.xz | tar -xJf - -C %q %s",
-			deb, top, srcDir, strings.Join(quoteAll(parts), " "))
-		if out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("unpack %s: %v: %s", srcPkg, err, lastLines(string(out), 5))
+		if err := unpackSource(ctx, deb, top, srcDir, parts...); err != nil {
+			return nil, fmt.Errorf("unpack %s: %w", srcPkg, err)
 		}
 	}
 	for _, n := range missing {
@@ -348,12 +346,4 @@ func sourceFor(k *Kernel) (suite, series string) {
 		}
 	}
 	return suite, series
-}
-
-func quoteAll(s []string) []string {
-	q := make([]string, len(s))
-	for i, v := range s {
-		q[i] = fmt.Sprintf("%q", v)
-	}
-	return q
 }
