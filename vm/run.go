@@ -112,9 +112,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		"-accel", tcgAccel(cfg.MultiThreadedTCG), "-cpu", "max",
 		"-m", cfg.Memory, "-smp", strconv.Itoa(cfg.CPUs),
 		"-kernel", cfg.Kernel.Vmlinuz, "-initrd", initrd,
-		// panic=-1 reboots at once on a panic, and -no-reboot turns
-		// that into qemu exiting, so a crashed guest never hangs.
-		"-append", "console=ttyS0 panic=-1 oops=panic loglevel=4 mitigations=off",
+		"-append", kernelCommandLine,
 		"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console",
 		"-serial", "file:" + resultPort,
 	}
@@ -184,6 +182,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.ExitCode = code
 	return res, nil
 }
+
+// kernelCommandLine is the guest kernel's command line. panic=-1 reboots
+// at once on a panic, and -no-reboot turns that into qemu exiting, so a
+// crashed guest never hangs; the last parameter tells /init it is the
+// guest's (IsGuestInit).
+const kernelCommandLine = "console=ttyS0 panic=-1 oops=panic loglevel=4 mitigations=off " + guestInitEnv + "=1"
 
 func tcgAccel(multiThreaded bool) string {
 	if multiThreaded {

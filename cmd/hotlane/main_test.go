@@ -1145,6 +1145,33 @@ func TestOutputModesIgnoreUmask(t *testing.T) {
 	}
 }
 
+// Being PID 1 does not make hotlane the VM guest's /init: run as PID 1 of
+// a new PID namespace (as `unshare --pid --fork --mount`, or a container's
+// entrypoint, does) it runs the command it was given.
+func TestPID1RunsTheCommand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a new PID namespace and the tracer need root")
+	}
+	bin := hotlaneBinary(t)
+	cmd := exec.Command(bin, "verify", "-d", "2s", "--top", "0", "-q", "--json", "-")
+	// A mount namespace of its own, made private (Go does that for
+	// Unshareflags), so that an init's mounts could not reach the host.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Unshareflags: syscall.CLONE_NEWNS}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if strings.Contains(stderr.String(), "hotlane-init") {
+		t.Errorf("as PID 1 it acted as the guest's /init:\n%s", stderr.String())
+	}
+	if err != nil {
+		t.Fatalf("verify as PID 1: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var h report.Header
+	if err := json.Unmarshal(stdout.Bytes(), &h); err != nil || h.Command != "verify" {
+		t.Errorf("verify as PID 1 printed no report (%v):\n%s", err, stdout.String())
+	}
+}
+
 // With neither HOME nor XDG_CACHE_HOME (systemd units, some CI runners),
 // `hotlane vm` used a fixed directory in /tmp, which another user could
 // make first and fill with links. Now a user without a home gets one line
