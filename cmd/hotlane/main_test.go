@@ -316,6 +316,11 @@ func TestWrongFilesGiveOneClearLine(t *testing.T) {
 		{[]string{"vm", "--add", missing + ":/m", "--", "doctor"}, "cannot add " + missing + " to the guest as /m: no such file"},
 		{[]string{"vm", "--add", dir, "--", "doctor"}, "not a regular file"},
 		{[]string{"vm", "--add", file + ":", "--", "doctor"}, "empty guest path"},
+		// Paths the runner fills itself are not replaced.
+		{[]string{"vm", "--add", file + ":/init", "--", "doctor"}, "cannot add " + file + " to the guest as /init: the runner puts its own file there"},
+		{[]string{"vm", "--add", file + ":/hotlane/guest.json", "--", "doctor"}, "the runner puts its own file there"},
+		{[]string{"vm", "--add", file + ":/bin", "--", "doctor"}, "the runner puts its own file there"},
+		{[]string{"vm", "--scx", "scx_qmap", "--add", file + ":/bin/scx_qmap", "--", "doctor"}, "--scx scx_qmap builds it"},
 		{[]string{"vm", "--cache", worldWritable, "--", "doctor"}, "anyone may write to " + worldWritable},
 		{[]string{"vm", "--cache", file, "--", "doctor"}, "--cache " + file + " is a file, not a directory"},
 		{[]string{"vm"}, "no command given"},

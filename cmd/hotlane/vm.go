@@ -48,7 +48,7 @@ func runVM(ctx context.Context, args []string) int {
 	kernelLog := fs.Bool("kernel-log", false, "also show the guest kernel's messages, not only the command's output")
 	var add, env listFlag
 	fs.Var(&env, "env", "set an environment variable for the guest command, as NAME=VALUE (repeatable)")
-	fs.Var(&add, "add", "add a host file (and, for a program, its shared libraries) to the guest as HOST[:GUEST] (repeatable; GUEST defaults to HOST)")
+	fs.Var(&add, "add", "add a host file (and, for a program, its shared libraries) to the guest as HOST[:GUEST] (repeatable; GUEST defaults to HOST; not at /init, under /hotlane or at another path the runner fills itself)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane vm [flags] -- COMMAND [ARGS...]
 
@@ -139,6 +139,9 @@ Flags:
 		host, guest, err := vm.ParseAdd(a)
 		if err != nil {
 			return fail(fmt.Errorf("--add %w", err))
+		}
+		if err := vm.CheckGuestPath(host, guest, scx); err != nil {
+			return fail(err)
 		}
 		cfg.Executables[guest] = host
 		guestPaths = append(guestPaths, guest)
