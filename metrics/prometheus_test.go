@@ -34,7 +34,11 @@ func TestPrometheusScrapesVerify(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	prom, err := vm.FetchProgram(ctx, vm.DefaultCacheDir(), "trixie", "prometheus", "/usr/bin/prometheus", testLog{t})
+	cache, err := vm.DefaultCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom, err := vm.FetchProgram(ctx, cache, "trixie", "prometheus", "/usr/bin/prometheus", testLog{t})
 	if err != nil {
 		t.Fatalf("fetch Prometheus: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/safefile"
 	"github.com/hotlane/hotlane/vm/vmtest"
 )
 
@@ -59,7 +60,7 @@ func TestVMMatrix(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(out, []byte(table.String()), 0o644); err != nil {
+		if err := safefile.WriteFile(out, []byte(table.String()), safefile.Readable); err != nil {
 			t.Fatal(err)
 		}
 	}

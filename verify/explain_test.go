@@ -376,7 +376,7 @@ func vethWithRPS(t *testing.T, cpu int) string {
 	mask := fmt.Sprintf("%x", 1<<cpu)
 	// sysfs shows the namespace's devices only to a process inside it.
 	out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c",
-		fmt.Sprintf("echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus", mask, inner)).CombinedOutput()
+		`echo "$1" > "/sys/class/net/$2/queues/rx-0/rps_cpus"`, "sh", mask, inner).CombinedOutput()
 	if err != nil {
 		t.Fatalf("steer %s's receive to cpu %d: %v: %s", inner, cpu, err, out)
 	}

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // knownSuites are the Debian suites the runner will fetch kernels from.
@@ -46,7 +48,7 @@ func newApt(ctx context.Context, cacheDir, suite string) (*apt, error) {
 		return nil, err
 	}
 	src := fmt.Sprintf("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n", mirror, suite)
-	if err := os.WriteFile(filepath.Join(a.dir, "etc/sources.list"), []byte(src), 0o644); err != nil {
+	if err := safefile.WriteFile(filepath.Join(a.dir, "etc/sources.list"), []byte(src), safefile.Readable); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"strings"
 	"syscall"
@@ -43,10 +44,16 @@ func (cfg *Config) Validate() error {
 		if err := checkHostFile(cfg.Files[guest], guest); err != nil {
 			return err
 		}
+		if err := CheckGuestPath(cfg.Files[guest], guest, nil); err != nil {
+			return err
+		}
 	}
 	for _, guest := range sortedKeys(cfg.Executables) {
 		host := cfg.Executables[guest]
 		if err := checkHostFile(host, guest); err != nil {
+			return err
+		}
+		if err := CheckGuestPath(host, guest, nil); err != nil {
 			return err
 		}
 		if _, err := sharedLibraries(host); err != nil {
@@ -90,6 +97,43 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// ErrRunnerOwnedPath is returned for a file to add at a guest path the
+// runner fills itself.
+var ErrRunnerOwnedPath = errors.New("the runner puts its own file there")
+
+// CheckGuestPath refuses to add host at a guest path the runner fills
+// itself, which the added file would silently replace: /init (this
+// binary, which runs the command and reports back), the runner's
+// configuration under /hotlane, the directories, device nodes and links
+// every image has, and /usr/bin/NAME for each example scheduler of scx
+// the runner builds.
+func CheckGuestPath(host, guest string, scx []string) error {
+	im := NewInitramfs()
+	p := im.resolve(guest)
+	var whose string
+	switch {
+	case p == "":
+		whose = "it is the root directory"
+	case p == im.resolve("/init"):
+		whose = "it is hotlane itself, which runs the command and reports back"
+	case p == im.resolve(path.Dir(guestConfigPath)) || strings.HasPrefix(p, im.resolve(path.Dir(guestConfigPath))+"/"):
+		whose = "it holds the runner's configuration"
+	default:
+		if _, ok := im.entries[p]; ok {
+			whose = "every guest has it"
+		}
+		for _, name := range scx {
+			if p == im.resolve(ScxGuestPath(name)) {
+				whose = "--scx " + name + " builds it"
+			}
+		}
+	}
+	if whose == "" {
+		return nil
+	}
+	return fmt.Errorf("cannot add %s to the guest as %s: %w (%s)", host, guest, ErrRunnerOwnedPath, whose)
 }
 
 // ParseAdd splits a HOST[:GUEST] file specification; GUEST defaults to

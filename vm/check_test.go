@@ -236,3 +236,47 @@ func TestCheckScxBuild(t *testing.T) {
 		t.Error("other kernel, no tools: accepted")
 	}
 }
+
+// Files to add never replace what the runner puts in every guest: its
+// /init above all, which runs the command and reports back.
+func TestCheckGuestPath(t *testing.T) {
+	for _, tc := range []struct {
+		guest string
+		scx   []string
+		want  string // in the error; "" for accepted
+	}{
+		{guest: "/init", want: "it is hotlane itself"},
+		{guest: "//init", want: "it is hotlane itself"},
+		{guest: "/tmp/../init", want: "it is hotlane itself"},
+		{guest: "init", want: "it is hotlane itself"},
+		{guest: "/hotlane/guest.json", want: "the runner's configuration"},
+		{guest: "/hotlane", want: "the runner's configuration"},
+		{guest: "/", want: "the root directory"},
+		{guest: "/bin", want: "every guest has it"},
+		{guest: "/usr/bin", want: "every guest has it"},
+		{guest: "/dev/console", want: "every guest has it"},
+		{guest: "/results", want: "every guest has it"},
+		{guest: "/bin/scx_simple", scx: []string{"scx_qmap", "scx_simple"}, want: "--scx scx_simple builds it"},
+		{guest: "/usr/bin/scx_simple"},
+		{guest: "/usr/bin/scx_qmap", scx: []string{"scx_simple"}},
+		{guest: "/sched.test"},
+		{guest: "/initrd"},
+		{guest: "/bin/init"},
+		{guest: "/results/input.json"},
+	} {
+		err := CheckGuestPath("/host/file", tc.guest, tc.scx)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("CheckGuestPath(%q, %v) = %v, want nil", tc.guest, tc.scx, err)
+		case tc.want != "" && (!errors.Is(err, ErrRunnerOwnedPath) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("CheckGuestPath(%q, %v) = %v, want %v saying %q", tc.guest, tc.scx, err, ErrRunnerOwnedPath, tc.want)
+		}
+	}
+	// Config.Validate refuses them too, for callers of Run.
+	dir := t.TempDir()
+	initBin := staticELF(t, dir)
+	cfg := Config{Init: initBin, Args: []string{"doctor"}, Files: map[string]string{"/init": initBin}}
+	if err := cfg.Validate(); !errors.Is(err, ErrRunnerOwnedPath) {
+		t.Errorf("Validate with a file at /init = %v, want %v", err, ErrRunnerOwnedPath)
+	}
+}

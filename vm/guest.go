@@ -30,7 +30,26 @@ const (
 
 	bootMarker   = "hotlane-init: running"
 	resultHeader = "HOTLANE-RESULT v1"
+
+	// guestInitEnv marks the guest's /init. The runner puts
+	// guestInitEnv=1 on the kernel command line, and the kernel hands a
+	// NAME=VALUE parameter it does not know to init as an environment
+	// variable (unknown_bootoption in init/main.c). A name with a dot
+	// would be taken for a module's parameter and dropped, and one in
+	// lower case could begin with the name of a __setup() option (they
+	// are matched by prefix) and be taken by it; this is neither.
+	guestInitEnv = "HOTLANE_GUEST_INIT"
 )
+
+// IsGuestInit reports whether this process is the /init of a VM the
+// runner booted: PID 1 with the runner's mark in its environment. PID 1
+// alone says nothing: a container, or unshare --pid --fork, makes any
+// program PID 1, and GuestInit would mount over its /proc and /sys and
+// power off. guestMain gives the command it runs an environment of its
+// own, so the mark goes no further than /init.
+func IsGuestInit() bool {
+	return os.Getpid() == 1 && os.Getenv(guestInitEnv) == "1"
+}
 
 // guestConfig is what the host asks /init to do.
 type guestConfig struct {

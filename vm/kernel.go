@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -16,6 +17,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // DefaultKernel is the pinned sched_ext kernel: Debian's trixie-backports
@@ -212,11 +216,10 @@ func unpackKernel(ctx context.Context, cacheDir, suite, pkg, deb string) (*Kerne
 
 // cachedVmlinux extracts (once) the ELF of a local vmlinuz into the cache.
 func cachedVmlinux(cacheDir, vmlinuz string) (string, error) {
-	st, err := os.Stat(vmlinuz)
+	out, err := localVmlinuxPath(cacheDir, vmlinuz)
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cacheDir, "local", fmt.Sprintf("%s-%d-%d.vmlinux", filepath.Base(vmlinuz), st.Size(), st.ModTime().Unix()))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -224,6 +227,17 @@ func cachedVmlinux(cacheDir, vmlinuz string) (string, error) {
 		return "", err
 	}
 	return out, ExtractVmlinux(context.Background(), vmlinuz, out)
+}
+
+// localVmlinuxPath is where cachedVmlinux keeps the ELF of a local
+// vmlinuz: named after the image's name, size and time, so that a new
+// image at the same path is extracted again.
+func localVmlinuxPath(cacheDir, vmlinuz string) (string, error) {
+	st, err := os.Stat(vmlinuz)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cacheDir, "local", fmt.Sprintf("%s-%d-%d.vmlinux", filepath.Base(vmlinuz), st.Size(), st.ModTime().Unix())), nil
 }
 
 // ExtractVmlinux decompresses the kernel ELF embedded in a bzImage. The
@@ -281,11 +295,7 @@ func ExtractVmlinux(ctx context.Context, bzImage, out string) error {
 	if f.Section(".BTF") == nil {
 		return fmt.Errorf("%s has no .BTF section: the kernel was built without CONFIG_DEBUG_INFO_BTF", bzImage)
 	}
-	tmp := out + ".tmp"
-	if err := os.WriteFile(tmp, elfData, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, out)
+	return safefile.WriteFile(out, elfData, safefile.Readable)
 }
 
 func decompressWith(ctx context.Context, tool string, data []byte, args ...string) ([]byte, error) {
@@ -303,16 +313,56 @@ func decompressWith(ctx context.Context, tool string, data []byte, args ...strin
 	return out, nil
 }
 
-// DefaultCacheDir is where kernels, the scx_simple build and apt state are
-// kept: $HOTLANE_CACHE, else $XDG_CACHE_HOME/hotlane, else ~/.cache/hotlane.
-func DefaultCacheDir() string {
+// ErrNoCacheDir is returned when no cache directory is given and none can
+// be chosen safely.
+var ErrNoCacheDir = errors.New("no cache directory: neither XDG_CACHE_HOME nor HOME names one; give --cache DIR or set HOTLANE_CACHE")
+
+// ErrUnsafeCache is returned for a cache directory someone else could
+// change: what is in it is built and run (as root, often).
+var ErrUnsafeCache = errors.New("unsafe cache directory")
+
+// DefaultCacheDir is where kernels, the sched_ext example builds and apt
+// state are kept: $HOTLANE_CACHE, else $XDG_CACHE_HOME/hotlane or
+// ~/.cache/hotlane, else /var/cache/hotlane for root, else none
+// (ErrNoCacheDir). Never a fixed name under /tmp: another user could make
+// it first, own it, and plant links and programs in it.
+func DefaultCacheDir() (string, error) {
+	return defaultCacheDir(os.Geteuid())
+}
+
+func defaultCacheDir(euid int) (string, error) {
 	if d := os.Getenv("HOTLANE_CACHE"); d != "" {
-		return d
+		return d, nil
 	}
 	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "hotlane")
+		return filepath.Join(d, "hotlane"), nil
 	}
-	return filepath.Join(os.TempDir(), "hotlane-cache")
+	if euid == 0 {
+		return "/var/cache/hotlane", nil
+	}
+	return "", ErrNoCacheDir
+}
+
+// CheckCacheDir refuses a cache directory that exists and belongs to
+// another user, or that anyone may write to: whoever can change it
+// decides which kernel boots, which source tree make runs in, and which
+// scheduler binary the guest gets. A missing one is fine: it is made by
+// this user.
+func CheckCacheDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%w: %s belongs to uid %d, not to this user (uid %d); use a cache of your own (--cache, HOTLANE_CACHE)", ErrUnsafeCache, dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o002 != 0 {
+		return fmt.Errorf("%w: anyone may write to %s (mode %v); chmod o-w it or use another (--cache, HOTLANE_CACHE)", ErrUnsafeCache, dir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // ErrNotAKernel: a --kernel path that is not an x86 bzImage.

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // Kernels of the matrix that no distribution ships for the VM with
@@ -114,11 +116,10 @@ func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Wri
 		if err := os.MkdirAll(srcDir, 0o755); err != nil {
 			return nil, err
 		}
-		script := fmt.Sprintf("dpkg-deb --fsys-tarfile %q | tar -xOf - ./usr/src/linux-source-%s.tar.xz | tar -xJf - -C %q", deb, series, srcDir)
-		if out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("unpack %s: %v: %s", srcPkg, err, lastLines(string(out), 5))
+		if err := unpackSource(ctx, deb, "linux-source-"+series, srcDir); err != nil {
+			return nil, fmt.Errorf("unpack %s: %w", srcPkg, err)
 		}
-		if err := os.WriteFile(stamp, nil, 0o644); err != nil {
+		if err := safefile.WriteFile(stamp, nil, safefile.Readable); err != nil {
 			return nil, err
 		}
 	}

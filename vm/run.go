@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // Errors a run can end with; test them with errors.Is.
@@ -121,9 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		"-accel", tcgAccel(cfg.MultiThreadedTCG), "-cpu", "max",
 		"-m", cfg.Memory,
 		"-kernel", cfg.Kernel.Vmlinuz, "-initrd", initrd,
-		// panic=-1 reboots at once on a panic, and -no-reboot turns
-		// that into qemu exiting, so a crashed guest never hangs.
-		"-append", "console=ttyS0 panic=-1 oops=panic loglevel=4 mitigations=off",
+		"-append", kernelCommandLine,
 		"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console",
 		"-serial", "file:" + resultPort,
 	}
@@ -203,6 +203,12 @@ func (cfg *Config) memory() string {
 	return cfg.Memory
 }
 
+// kernelCommandLine is the guest kernel's command line. panic=-1 reboots
+// at once on a panic, and -no-reboot turns that into qemu exiting, so a
+// crashed guest never hangs; the last parameter tells /init it is the
+// guest's (IsGuestInit).
+const kernelCommandLine = "console=ttyS0 panic=-1 oops=panic loglevel=4 mitigations=off " + guestInitEnv + "=1"
+
 func tcgAccel(multiThreaded bool) string {
 	if multiThreaded {
 		return "tcg,thread=multi"
@@ -234,15 +240,10 @@ func writeInitramfs(cfg Config, out string) error {
 		return err
 	}
 	im.AddData(guestConfigPath, gc, 0o644)
-	f, err := os.Create(out)
-	if err != nil {
+	return safefile.Write(out, safefile.Readable, func(w io.Writer) error {
+		_, err := im.WriteTo(w)
 		return err
-	}
-	if _, err := im.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }
 
 // checkStatic refuses a dynamically linked /init: the guest has no C
@@ -306,7 +307,8 @@ func readResults(path, dir string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
+		// Readable: the guest's files describe the guest's own tasks.
+		if err := safefile.WriteFile(dst, b, safefile.Readable); err != nil {
 			return 0, err
 		}
 	}

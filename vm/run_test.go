@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +56,20 @@ func TestReadResults(t *testing.T) {
 func TestCheckStatic(t *testing.T) {
 	if err := checkStatic("/bin/sh"); err == nil {
 		t.Error("checkStatic(/bin/sh) accepted a dynamic binary")
+	}
+}
+
+// The kernel hands /init the runner's mark only as an environment
+// variable it does not recognise: NAME=VALUE, the name without a dot
+// (taken for a module parameter and dropped) and not in lower case (which
+// could begin with a __setup() option's name). That the kernel passes it
+// is checked by every test that boots the guest.
+func TestKernelCommandLineMarksInit(t *testing.T) {
+	params := strings.Fields(kernelCommandLine)
+	if !slices.Contains(params, guestInitEnv+"=1") {
+		t.Fatalf("kernel command line %q lacks %s=1", kernelCommandLine, guestInitEnv)
+	}
+	if strings.ContainsAny(guestInitEnv, ".") || strings.ToUpper(guestInitEnv) != guestInitEnv {
+		t.Errorf("%s: the kernel would not hand it to init", guestInitEnv)
 	}
 }

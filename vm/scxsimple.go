@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // Guest paths of the kernel's example schedulers the runner builds.
@@ -151,10 +153,8 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		// uapi headers) are unpacked from the 160 MB tarball.
 		top := "linux-source-" + series
 		parts := []string{top + "/tools", top + "/include", top + "/arch/x86/include", top + "/scripts", top + "/kernel/bpf", top + "/Makefile"}
-		script := fmt.Sprintf("dpkg-deb --fsys-tarfile %q | tar -xOf - ./usr/src/%s.tar.xz | tar -xJf - -C %q %s",
-			deb, top, srcDir, strings.Join(quoteAll(parts), " "))
-		if out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("unpack %s: %v: %s", srcPkg, err, lastLines(string(out), 5))
+		if err := unpackSource(ctx, deb, top, srcDir, parts...); err != nil {
+			return nil, fmt.Errorf("unpack %s: %w", srcPkg, err)
 		}
 	}
 	for _, n := range missing {
@@ -177,7 +177,7 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		// The Makefile has no hook for extra BPF flags; CLANG is the one
 		// variable every BPF compile (and nothing else) goes through.
 		shim := filepath.Join(build, "scx_kfunc_renames.h")
-		if err := os.WriteFile(shim, scxKfuncRenames, 0o644); err != nil {
+		if err := safefile.WriteFile(shim, scxKfuncRenames, safefile.Readable); err != nil {
 			return nil, err
 		}
 		clangCmd += " -include " + shim
@@ -197,11 +197,7 @@ func BuildScx(ctx context.Context, cacheDir string, k *Kernel, names []string, l
 		if err != nil {
 			return nil, fmt.Errorf("build %s: %w", n, err)
 		}
-		bin := filepath.Join(outDir, n)
-		if err := os.WriteFile(bin+".tmp", data, 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(bin+".tmp", bin); err != nil {
+		if err := safefile.WriteFile(filepath.Join(outDir, n), data, safefile.Executable); err != nil {
 			return nil, err
 		}
 	}
@@ -350,12 +346,4 @@ func sourceFor(k *Kernel) (suite, series string) {
 		}
 	}
 	return suite, series
-}
-
-func quoteAll(s []string) []string {
-	q := make([]string, len(s))
-	for i, v := range s {
-		q[i] = fmt.Sprintf("%q", v)
-	}
-	return q
 }

@@ -209,7 +209,6 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	defer ci.discard()
 	started := time.Now()
 	run, skipped := workloads.Preflight(variants, workloads.DetectHost())
 	for _, s := range skipped {
@@ -269,17 +268,20 @@ func defaultOutDir() string {
 }
 
 // writeBenchFiles writes the report files into dir (made by requireDir
-// before the run) and returns their names; a file that fails half-written
-// is removed, and a plot with nothing to draw is left out.
+// before the run) and returns their names; a file that fails is not
+// written (an earlier run's stays as it was), and a plot with nothing to
+// draw is left out.
 func writeBenchFiles(rep *workloads.Report, dir string) ([]string, error) {
 	var names []string
 	write := func(name string, fn func(io.Writer) error) error {
-		out, err := createOutput(filepath.Join(dir, name))
+		out, err := newOutput(filepath.Join(dir, name), anyoneReads)
 		if err != nil {
 			return err
 		}
 		if err := out.write(fn); err != nil {
 			if errors.Is(err, workloads.ErrNoSamples) {
+				// An earlier run's plot must not pass for this one's.
+				os.Remove(filepath.Join(dir, name))
 				return nil
 			}
 			return err

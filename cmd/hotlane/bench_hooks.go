@@ -77,11 +77,10 @@ Flags:
 	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"); err != nil {
 		return fail(err)
 	}
-	jsonOut, err := createOutput(*jsonPath)
+	jsonOut, err := newOutput(*jsonPath, anyoneReads)
 	if err != nil {
 		return fail(fmt.Errorf("--json: %w", err))
 	}
-	defer jsonOut.discard()
 
 	rep, err := hookbench.Run(ctx, hookbench.Config{Kinds: kinds, Calls: *calls, Rounds: *rounds, Progress: os.Stderr})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // cliCommands are the command lines whose help docs/cli.md holds.
@@ -32,7 +34,7 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 		fmt.Fprintf(&b, "\n## hotlane %s\n\n```text\n%s```\n", strings.Join(cmd, " "), stdout)
 	}
 	if os.Getenv("HOTLANE_UPDATE_DOCS") == "1" {
-		if err := os.WriteFile(cliReference, []byte(b.String()), 0o644); err != nil {
+		if err := safefile.WriteFile(cliReference, []byte(b.String()), safefile.Readable); err != nil {
 			t.Fatal(err)
 		}
 		return

@@ -81,8 +81,9 @@ func usage(w io.Writer) {
 
 func main() {
 	// Inside the test VM this binary is /init: set the machine up, run the
-	// requested command and power off.
-	if os.Getpid() == 1 {
+	// requested command and power off. Being PID 1 does not make it so
+	// (containers, unshare --pid): the runner marks its /init.
+	if vm.IsGuestInit() {
 		vm.GuestInit()
 		return
 	}

@@ -225,10 +225,64 @@ func TestWrongFilesGiveOneClearLine(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "no", "such")
 	stats := filepath.Join(dir, "stats.json")
+	// Outputs from an earlier run, which a run that fails must leave as
+	// they were, and links to a file of root's, which must not be
+	// written through.
+	earlier := map[string]string{}
+	existing := func(name string) string {
+		p := filepath.Join(dir, name)
+		earlier[p] = "PRECIOUS " + name
+		if err := os.WriteFile(p, []byte(earlier[p]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.Symlink(victim, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	worldWritable := filepath.Join(dir, "shared-cache")
+	if err := os.Mkdir(worldWritable, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(worldWritable, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	inUse := busy.Addr().String()
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		// Each command stops after its outputs were checked: the files
+		// of an earlier run stay as they were (see below).
+		{[]string{"verify", "--json", existing("verify.json"), "--listen", inUse, "-d", "1s"}, "address already in use"},
+		{[]string{"verify", "--json", existing("verify2.json"), "--junit", "-"}, "--junit needs a file name"},
+		{[]string{"verify", "--junit", existing("verify.xml"), "--listen", inUse, "-d", "1s"}, "address already in use"},
+		{[]string{"probe", "ioctl", "--json", existing("ioctl.json"), "--listen", inUse, "--duration", "1s"}, "address already in use"},
+		{[]string{"probe", "dma", "--json", existing("dma.json"), "--listen", inUse, "--duration", "1s"}, "address already in use"},
+		{[]string{"probe", "xdp", "--iface", "lo", "--json", existing("xdp.json"), "--listen", inUse, "--duration", "1s"}, "address already in use"},
+		{[]string{"run", "--stats-json", existing("stats.jsonl"), "--timeout", "1h"}, "out of range"},
+		// A link is refused, whatever it points to.
+		{[]string{"verify", "--json", link("verify-link.json"), "-d", "1s"}, "is a symbolic link"},
+		{[]string{"verify", "--junit", link("verify-link.xml"), "-d", "1s"}, "is a symbolic link"},
+		{[]string{"probe", "ioctl", "--json", link("ioctl-link.json"), "--duration", "1s"}, "is a symbolic link"},
+		{[]string{"probe", "dma", "--json", link("dma-link.json"), "--duration", "1s"}, "is a symbolic link"},
+		{[]string{"probe", "xdp", "--iface", "lo", "--json", link("xdp-link.json"), "--duration", "1s"}, "is a symbolic link"},
+		{[]string{"bench", "hooks", "--json", link("hooks-link.json")}, "is a symbolic link"},
+		{[]string{"run", "--stats-json", link("stats-link.jsonl")}, "is a symbolic link"},
+		{[]string{"run", "--stats-json", "/dev/null"}, "is not a regular file"},
 		{[]string{"run", "--policy", dir}, "is a directory"},
 		{[]string{"run", "--policy", bin}, "is it a policy file?"},
 		{[]string{"run", "--policy", file}, "invalid JSON"},
@@ -264,6 +318,12 @@ func TestWrongFilesGiveOneClearLine(t *testing.T) {
 		{[]string{"vm", "--add", missing + ":/m", "--", "doctor"}, "cannot add " + missing + " to the guest as /m: no such file"},
 		{[]string{"vm", "--add", dir, "--", "doctor"}, "not a regular file"},
 		{[]string{"vm", "--add", file + ":", "--", "doctor"}, "empty guest path"},
+		// Paths the runner fills itself are not replaced.
+		{[]string{"vm", "--add", file + ":/init", "--", "doctor"}, "cannot add " + file + " to the guest as /init: the runner puts its own file there"},
+		{[]string{"vm", "--add", file + ":/hotlane/guest.json", "--", "doctor"}, "the runner puts its own file there"},
+		{[]string{"vm", "--add", file + ":/bin", "--", "doctor"}, "the runner puts its own file there"},
+		{[]string{"vm", "--scx", "scx_qmap", "--add", file + ":/bin/scx_qmap", "--", "doctor"}, "--scx scx_qmap builds it"},
+		{[]string{"vm", "--cache", worldWritable, "--", "doctor"}, "anyone may write to " + worldWritable},
 		{[]string{"vm", "--cache", file, "--", "doctor"}, "--cache " + file + " is a file, not a directory"},
 		{[]string{"vm"}, "no command given"},
 		{[]string{"vm", "--scx-simple"}, "no command given"},
@@ -280,6 +340,17 @@ func TestWrongFilesGiveOneClearLine(t *testing.T) {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("a failed run left %s behind", p)
 		}
+	}
+	for p, want := range earlier {
+		if got, err := os.ReadFile(p); err != nil || string(got) != want {
+			t.Errorf("a failed run changed %s: %q (%v), want %q", p, got, err, want)
+		}
+	}
+	if got, err := os.ReadFile(victim); err != nil || string(got) != "SECRET" {
+		t.Errorf("a link's target was written through: %q (%v)", got, err)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(dir, ".*hotlane-tmp-*")); len(entries) > 0 {
+		t.Errorf("failed runs left temporary files %v", entries)
 	}
 }
 
@@ -1154,4 +1225,147 @@ func metricValue(body, series string) float64 {
 		}
 	}
 	return -1
+}
+
+// An output of an earlier run survives a run killed with SIGKILL while it
+// measures: it is replaced only by a complete file, never emptied first.
+func TestKilledRunKeepsExistingOutput(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer: needs root")
+	}
+	bin := hotlaneBinary(t)
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(old, []byte("PRECIOUS"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "verify", "--json", old, "--duration", "1m", "--top", "0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The first progress line says the tracer is measuring.
+	measuring := make(chan string, 1)
+	log := &lineLog{done: make(chan struct{})}
+	go log.read(stderr, regexp.MustCompile(`^(verify: .* samples)`), measuring)
+	select {
+	case <-measuring:
+	case <-log.done:
+		cmd.Wait()
+		t.Fatalf("verify ended before measuring:\n%s", log)
+	}
+	cmd.Process.Kill()
+	<-log.done
+	cmd.Wait()
+	if got, err := os.ReadFile(old); err != nil || string(got) != "PRECIOUS" {
+		t.Errorf("after SIGKILL %s holds %q (%v), want it as it was", old, got, err)
+	}
+}
+
+// Output files get their stated mode whatever the umask: 0600 for those
+// that name the machine's tasks, 0644 for the others.
+func TestOutputModesIgnoreUmask(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer: needs root")
+	}
+	bin := hotlaneBinary(t)
+	dir := t.TempDir()
+	jsonOut, junitOut := filepath.Join(dir, "verify.json"), filepath.Join(dir, "verify.xml")
+	// The umask is the shell's; the paths are its arguments, not its code.
+	cmd := exec.Command("sh", "-c", `umask 000; exec "$@"`, "sh",
+		bin, "verify", "--duration", "1s", "--top", "0", "-q", "--json", jsonOut, "--junit", junitOut)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("verify under umask 000: %v\n%s", err, out)
+	}
+	for path, want := range map[string]os.FileMode{jsonOut: 0o600, junitOut: 0o644} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v under umask 000, want %v", filepath.Base(path), fi.Mode().Perm(), want)
+		}
+	}
+}
+
+// Being PID 1 does not make hotlane the VM guest's /init: run as PID 1 of
+// a new PID namespace (as `unshare --pid --fork --mount`, or a container's
+// entrypoint, does) it runs the command it was given.
+func TestPID1RunsTheCommand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a new PID namespace and the tracer need root")
+	}
+	bin := hotlaneBinary(t)
+	cmd := exec.Command(bin, "verify", "-d", "2s", "--top", "0", "-q", "--json", "-")
+	// A mount namespace of its own, made private (Go does that for
+	// Unshareflags), so that an init's mounts could not reach the host.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Unshareflags: syscall.CLONE_NEWNS}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if strings.Contains(stderr.String(), "hotlane-init") {
+		t.Errorf("as PID 1 it acted as the guest's /init:\n%s", stderr.String())
+	}
+	if err != nil {
+		t.Fatalf("verify as PID 1: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var h report.Header
+	if err := json.Unmarshal(stdout.Bytes(), &h); err != nil || h.Command != "verify" {
+		t.Errorf("verify as PID 1 printed no report (%v):\n%s", err, stdout.String())
+	}
+}
+
+// With neither HOME nor XDG_CACHE_HOME (systemd units, some CI runners),
+// `hotlane vm` used a fixed directory in /tmp, which another user could
+// make first and fill with links. Now a user without a home gets one line
+// asking for a cache, and nothing is made in /tmp.
+func TestVMWithoutHomeRefusesSharedCache(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs hotlane as the user nobody: needs root")
+	}
+	// A directory nobody can reach, for the binary and the kernel image.
+	dir, err := os.MkdirTemp("", "hotlane-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hotlane")
+	if err := os.Rename(hotlaneBinary(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	kernel := filepath.Join(dir, "vmlinuz")
+	image := make([]byte, 0x300)
+	copy(image[0x202:], "HdrS")
+	if err := os.WriteFile(kernel, image, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(os.TempDir(), "hotlane-cache")
+	_, existed := os.Lstat(shared)
+
+	cmd := exec.Command(bin, "vm", "--kernel", kernel, "--print-vmlinux")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != exitError {
+		t.Errorf("as nobody without HOME: %v, want exit %d", err, exitError)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "set HOTLANE_CACHE") {
+		t.Errorf("stderr %q, want one line asking for --cache or HOTLANE_CACHE", stderr.String())
+	}
+	if existed != nil {
+		if _, err := os.Lstat(shared); err == nil {
+			os.RemoveAll(shared)
+			t.Errorf("it made %s", shared)
+		}
+	}
 }

@@ -13,66 +13,55 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/hotlane/hotlane/internal/safefile"
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/report"
 )
 
-// output is a file a command writes when its run ends. It is created
-// before the run, so that a bad path fails before anything is attached,
-// and removed again if the run fails: no half-written report is left.
-// The path "-" is standard output.
+// output is a file a command writes when its run ends. Its path is
+// checked before the run, so that a bad one fails before anything is
+// attached; the file itself is written only at the end, all at once,
+// through safefile: a run that fails or is killed leaves an existing file
+// as it was. The path "-" is standard output.
 type output struct {
 	path string
-	f    *os.File
+	perm fs.FileMode
 }
+
+// Who may read a command's output file; each command says which its
+// output needs.
+const (
+	anyoneReads = safefile.Readable  // figures only
+	ownerReads  = safefile.OwnerOnly // names the machine's tasks (comms, pids)
+)
 
 // stdoutPath names standard output as an output path, as most tools do.
 const stdoutPath = "-"
 
-// createOutput creates path for writing; "" means no output (nil).
-func createOutput(path string) (*output, error) {
+// newOutput checks that path can be written with mode perm; "" means no
+// output (nil).
+func newOutput(path string, perm fs.FileMode) (*output, error) {
 	switch path {
 	case "":
 		return nil, nil
 	case stdoutPath:
-		return &output{path: path, f: os.Stdout}, nil
+		return &output{path: path}, nil
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	if err := safefile.Check(path); err != nil {
 		return nil, err
 	}
-	return &output{path: path, f: f}, nil
+	return &output{path: path, perm: perm}, nil
 }
 
-// write fills the file with fn and closes it; on error the file is
-// removed. A nil output writes nothing.
+// write writes the file from fn. A nil output writes nothing.
 func (o *output) write(fn func(io.Writer) error) error {
-	if o == nil {
+	switch {
+	case o == nil:
 		return nil
+	case o.path == stdoutPath:
+		return fn(os.Stdout)
 	}
-	err := fn(o.f)
-	if o.path == stdoutPath {
-		o.f = nil
-		return err
-	}
-	if cerr := o.f.Close(); err == nil {
-		err = cerr
-	}
-	o.f = nil
-	if err != nil {
-		os.Remove(o.path)
-		return fmt.Errorf("write %s: %w", o.path, err)
-	}
-	return nil
-}
-
-// discard removes the file unless it was written; for defer.
-func (o *output) discard() {
-	if o == nil || o.f == nil || o.path == stdoutPath {
-		return
-	}
-	o.f.Close()
-	os.Remove(o.path)
+	return safefile.Write(o.path, o.perm, fn)
 }
 
 // textOut is where a command writes its text report: standard output,
@@ -138,7 +127,7 @@ func createCIOutputs(junitPath string, text io.Writer) (*ciOutputs, error) {
 	if junitPath == stdoutPath {
 		return nil, fmt.Errorf("--junit needs a file name (standard output carries the text report or the JSON)")
 	}
-	j, err := createOutput(junitPath)
+	j, err := newOutput(junitPath, anyoneReads)
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +144,6 @@ func (c *ciOutputs) write(name string, started time.Time, cases []report.Case) e
 	}
 	return nil
 }
-
-func (c *ciOutputs) discard() { c.junit.discard() }
 
 // serveMetrics serves c on addr/metrics for the command cmd, saying where
 // on standard error unless quiet. The caller closes the server when done.

@@ -53,12 +53,11 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: unexpected argument %q\n", fs.Arg(0))
 		return exitError
 	}
-	jsonOut, err := createOutput(*jsonPath)
+	jsonOut, err := newOutput(*jsonPath, anyoneReads)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 		return exitError
 	}
-	defer jsonOut.discard()
 
 	ro := dma.RunOptions{Duration: *duration, Interval: *interval, Progress: os.Stderr}
 	if *quiet {

@@ -102,12 +102,11 @@ Flags:
 			fmt.Fprintf(os.Stderr, "hotlane probe ioctl: attached (%s: %s); Ctrl-C to stop\n", p.Hook, p.HookDetail)
 		}
 	}
-	// Created before tracing, so that a bad path fails first.
-	jsonOut, err := createOutput(*jsonPath)
+	// Checked before tracing, so that a bad path fails first.
+	jsonOut, err := newOutput(*jsonPath, ownerReads)
 	if err != nil {
 		return fail(err)
 	}
-	defer jsonOut.discard()
 	var col *metrics.IoctlCollector
 	if *listen != "" {
 		col = metrics.NewIoctlCollector()

@@ -76,12 +76,11 @@ Flags:
 		return fail(err)
 	}
 
-	// Created before attaching, so that a bad path fails first.
-	jsonOut, err := createOutput(*jsonPath)
+	// Checked before attaching, so that a bad path fails first.
+	jsonOut, err := newOutput(*jsonPath, anyoneReads)
 	if err != nil {
 		return fail(err)
 	}
-	defer jsonOut.discard()
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)

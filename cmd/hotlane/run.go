@@ -8,13 +8,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/safefile"
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/sched"
 )
 
-func runRun(ctx context.Context, args []string) int {
+func runRun(ctx context.Context, args []string) (code int) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	policyPath := fs.String("policy", "", "policy file (JSON) defining the task classes; default: the built-in policy with --inference-comm")
 	checkPolicy := fs.String("check-policy", "", "validate this policy file, print what the scheduler would do with each class and exit without loading anything")
@@ -24,7 +25,7 @@ func runRun(ctx context.Context, args []string) int {
 	interval := durationFlag(fs, "stats-interval", time.Second, 100*time.Millisecond, 0, "how often to print a stats line")
 	quiet := fs.Bool("q", false, "print no stats lines")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. 127.0.0.1:9464): per class tasks enqueued and started, the policy's decisions, whether the scheduler is enabled and how earlier loads ended")
-	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file")
+	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file; the lines collect beside it in .NAME.hotlane-tmp-*, which replaces the file when the run ends (a run killed with SIGKILL leaves the old file)")
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
 	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a CPU that the lane kept this long from normal work, while normal tasks waited, gives the longest-waiting one a turn (half this, rounded up to a tick); the startup line prints the resulting bound")
 	debugError := fs.Uint64("debug-error-after", 0, "testing only: make the BPF code fail with scx_bpf_error after N enqueues")
@@ -102,19 +103,25 @@ Flags:
 		opts.Text = nil
 	}
 	if *statsJSON != "" {
-		// Created before loading, so that a bad path fails first; the
-		// scheduler's own checks (sched_ext present, --timeout range)
-		// come later, and a run they stop leaves no empty file behind.
-		f, err := os.Create(*statsJSON)
+		// Created before loading, so that a bad path fails first. The
+		// lines go to a temporary file beside it, which replaces the
+		// file when the run ends (a killed run leaves the old one); one
+		// stopped before the scheduler was enabled (sched_ext missing,
+		// --timeout out of range) leaves the old file as it was.
+		f, err := safefile.Create(*statsJSON, anyoneReads)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError
 		}
 		defer func() {
-			if fi, err := f.Stat(); err == nil && fi.Size() == 0 && !ran {
-				os.Remove(*statsJSON)
+			if !ran {
+				f.Abort()
+				return
 			}
-			f.Close()
+			if err := f.Commit(); err != nil {
+				fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+				code = exitError
+			}
 		}()
 		opts.JSON = f
 	}

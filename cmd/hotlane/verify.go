@@ -159,12 +159,11 @@ Flags:
 		opts.Violations = os.Stderr
 		opts.ViolationLinesPerSecond = *violationLines
 	}
-	// Created before tracing, so that a bad path fails first.
-	jsonOut, err := createOutput(*jsonPath)
+	// Checked before tracing, so that a bad path fails first.
+	jsonOut, err := newOutput(*jsonPath, ownerReads)
 	if err != nil {
 		return fail(err)
 	}
-	defer jsonOut.discard()
 	if *interval > 0 {
 		opts.Interval, opts.Intervals = *interval, textOut(jsonOut, false)
 	}
@@ -172,7 +171,6 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	defer ci.discard()
 	var tracerMetrics *metrics.TracerCollector
 	if *listen != "" {
 		tracerMetrics = metrics.NewTracerCollector()

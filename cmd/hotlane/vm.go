@@ -27,7 +27,7 @@ var memorySize = regexp.MustCompile(`^[1-9][0-9]*[MGT]?$`)
 func runVM(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("vm", flag.ContinueOnError)
 	kernel := fs.String("kernel", "", "kernel to boot: a kernel of the test matrix ("+strings.Join(slices.Sorted(maps.Keys(vm.NamedKernels)), ", ")+"), a vmlinuz path, a Debian suite (newest cloud kernel of it, e.g. sid), or SUITE/PACKAGE (default "+vm.DefaultKernel+")")
-	cacheDir := fs.String("cache", vm.DefaultCacheDir(), "where kernels, apt state and the scx_simple build are kept (default $HOTLANE_CACHE, else ~/.cache/hotlane)")
+	cacheDir := fs.String("cache", "", "where kernels, apt state and the scx_simple build are kept; a directory of this user's that others cannot write to (default $HOTLANE_CACHE, else $XDG_CACHE_HOME/hotlane or ~/.cache/hotlane, else /var/cache/hotlane for root; never a shared directory such as /tmp)")
 	timeout := durationFlag(fs, "timeout", 5*time.Minute, time.Second, 0, "kill the guest after this long")
 	memory := "2G"
 	fs.Func("memory", "guest memory (qemu -m), a number of MiB or with a suffix: 512M, 2G (default 2G)", func(v string) error {
@@ -57,7 +57,7 @@ func runVM(ctx context.Context, args []string) int {
 	kernelLog := fs.Bool("kernel-log", false, "also show the guest kernel's messages, not only the command's output")
 	var add, env listFlag
 	fs.Var(&env, "env", "set an environment variable for the guest command, as NAME=VALUE (repeatable)")
-	fs.Var(&add, "add", "add a host file (and, for a program, its shared libraries) to the guest as HOST[:GUEST] (repeatable; GUEST defaults to HOST)")
+	fs.Var(&add, "add", "add a host file (and, for a program, its shared libraries) to the guest as HOST[:GUEST] (repeatable; GUEST defaults to HOST; not at /init, under /hotlane or at another path the runner fills itself)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane vm [flags] -- COMMAND [ARGS...]
 
@@ -99,7 +99,16 @@ Flags:
 	if err := vm.CheckKernelSpec(*kernel); err != nil {
 		return fail(err)
 	}
+	if *cacheDir == "" {
+		var err error
+		if *cacheDir, err = vm.DefaultCacheDir(); err != nil {
+			return fail(err)
+		}
+	}
 	if err := checkDir("--cache", *cacheDir); err != nil {
+		return fail(err)
+	}
+	if err := vm.CheckCacheDir(*cacheDir); err != nil {
 		return fail(err)
 	}
 	if *printVmlinux {
@@ -143,6 +152,9 @@ Flags:
 		host, guest, err := vm.ParseAdd(a)
 		if err != nil {
 			return fail(fmt.Errorf("--add %w", err))
+		}
+		if err := vm.CheckGuestPath(host, guest, scx); err != nil {
+			return fail(err)
 		}
 		cfg.Executables[guest] = host
 		guestPaths = append(guestPaths, guest)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hotlane/hotlane/internal/safefile"
 )
 
 // maxFuzzFrame stays under what BPF_PROG_RUN accepts for XDP (a page less
@@ -134,7 +136,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	name := strings.NewReplacer(" ", "_", "/", "_", ",", "", "(", "", ")", "", ".", "", "+", "_").Replace
 	for _, tc := range classificationCases() {
 		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", tc.frame)
-		if err := os.WriteFile(filepath.Join(dir, name(tc.name)), []byte(body), 0o644); err != nil {
+		if err := safefile.WriteFile(filepath.Join(dir, name(tc.name)), []byte(body), safefile.Readable); err != nil {
 			t.Fatal(err)
 		}
 	}

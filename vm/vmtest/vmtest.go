@@ -116,7 +116,10 @@ func RunGuest(t *testing.T, opts Options) (*GuestRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	cache := vm.DefaultCacheDir()
+	cache, err := vm.DefaultCacheDir()
+	if err != nil {
+		return nil, err
+	}
 	cfg := vm.Config{
 		Kernel:      k,
 		Init:        hotlane,
@@ -188,7 +191,11 @@ func resolveKernel(t *testing.T, spec string) (*vm.Kernel, error) {
 	if spec == "" {
 		spec = os.Getenv("HOTLANE_TEST_KERNEL")
 	}
-	k, err := vm.ResolveKernel(context.Background(), vm.DefaultCacheDir(), spec, testWriter{t})
+	cache, err := vm.DefaultCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	k, err := vm.ResolveKernel(context.Background(), cache, spec, testWriter{t})
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
