@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hotlane/hotlane/report"
+	"github.com/hotlane/hotlane/topology"
 )
 
 // Names of the features Probe reports, in the order it reports them. These
@@ -123,6 +124,9 @@ type Features struct {
 	Caps     CapInfo      `json:"capabilities"`
 	SchedExt SchedExtInfo `json:"sched_ext"`
 	Checks   []Feature    `json:"checks"`
+	// Topology is the machine's CPUs as sysfs describes them, nil where
+	// it does not.
+	Topology *topology.Topology `json:"topology,omitempty"`
 	// Notes are things Probe did or noticed, such as mounting tracefs.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -164,6 +168,9 @@ func (f *Features) WriteText(w io.Writer) error {
 		ew.Printf(", config from %s", f.Kconfig)
 	}
 	ew.Printf("\n")
+	if f.Topology != nil {
+		ew.Printf("cpus: %s\n", f.Topology)
+	}
 	var missing []string
 	for _, c := range f.Checks {
 		status := "ok"

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/report"
+	"github.com/hotlane/hotlane/topology"
 )
 
 // adviceVM is the way out whenever this kernel cannot run sched_ext.
@@ -47,6 +48,7 @@ func Probe(ctx context.Context, opts ProbeOptions) (*Features, error) {
 		Euid:    os.Geteuid(),
 	}
 	f.Kernel = unix.ByteSliceToString(uts.Release[:]) // the release the config is read for
+	f.Topology, _ = topology.Read(topology.SysfsRoot)
 	kconf := readKconfig(f.Kernel)
 	f.Kconfig = kconf.source
 

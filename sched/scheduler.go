@@ -19,6 +19,7 @@ import (
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/report"
+	"github.com/hotlane/hotlane/topology"
 )
 
 // Limits of the knobs Load accepts.
@@ -132,6 +133,8 @@ type Scheduler struct {
 	Object string
 	// Load is what loading and enabling it took.
 	Load LoadStats
+	// Topology is the machine's CPUs as the scheduler sees them.
+	Topology *topology.Topology
 }
 
 // Load checks the kernel, loads the scheduler object that matches its
@@ -150,6 +153,7 @@ type loaded struct {
 	coll   *ebpf.Collection
 	kernel *btf.Spec
 	object string
+	topo   *topology.Topology
 	stats  LoadStats
 }
 
@@ -209,6 +213,10 @@ func loadCollection(cfg Config) (*loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read scheduler object %s: %w", obj.name, err)
 	}
+	topo, err := topology.Read(topology.SysfsRoot)
+	if err != nil {
+		return nil, err
+	}
 	if err := configure(spec, cfg, kernel); err != nil {
 		return nil, err
 	}
@@ -229,7 +237,7 @@ func loadCollection(cfg Config) (*loaded, error) {
 		return nil, explainLoadError(err)
 	}
 	stats.Programs = verifiedInstructions(coll.Programs)
-	return &loaded{coll: coll, kernel: kernel, object: obj.name, stats: stats}, nil
+	return &loaded{coll: coll, kernel: kernel, object: obj.name, topo: topo, stats: stats}, nil
 }
 
 // enable attaches the device hooks and the struct_ops map of a loaded
@@ -276,6 +284,7 @@ func (l *loaded) enable(cfg Config) (*Scheduler, error) {
 		header:    report.NewHeader("run", time.Now()),
 		Object:    l.object,
 		Load:      l.stats,
+		Topology:  l.topo,
 	}, nil
 }
 

@@ -141,6 +141,7 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, %s mode; a normal task waits at most %s behind high-priority ones while up to 8 wait); classes:\n",
 			s.Object, map[bool]string{true: "partial", false: "full"}[*partial], bound)
 		printClasses(os.Stderr, "hotlane:   ", p)
+		fmt.Fprintf(os.Stderr, "hotlane: cpus: %s\n", s.Topology)
 		fmt.Fprintf(os.Stderr, "hotlane: %s\n", s.Load)
 	}
 	if *cost {

@@ -48,6 +48,8 @@ type Options struct {
 	// otherwise); Memory is its memory (2G when empty).
 	Topology *vm.Topology
 	Memory   string
+	// Env is NAME=VALUE pairs for the guest tests' environment.
+	Env []string
 	// MultiThreadedTCG runs each guest CPU on its own host thread. With
 	// one thread, qemu switches guest CPUs only every 100 ms when both are
 	// busy, so waits measured inside the guest include up to 100 ms of a
@@ -129,6 +131,7 @@ func RunGuest(t *testing.T, opts Options) (*GuestRun, error) {
 		Timeout:     opts.Timeout,
 		QemuArgs:    opts.QemuArgs,
 		Topology:    opts.Topology,
+		Env:         opts.Env,
 		Memory:      opts.Memory,
 
 		MultiThreadedTCG: opts.MultiThreadedTCG,
