@@ -16,27 +16,36 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	Sched612MapCpus                      = "cpus"
-	Sched612MapGuardScans                = "guard_scans"
+	Sched612MapCgroupWeights             = "cgroup_weights"
+	Sched612MapCpuOwn                    = "cpu_own"
+	Sched612MapCpuShared                 = "cpu_shared"
 	Sched612MapHlDevProcs                = "hl_dev_procs"
 	Sched612MapHlDevThreads              = "hl_dev_threads"
-	Sched612MapHlTaskClasses             = "hl_task_classes"
+	Sched612MapHlTasks                   = "hl_tasks"
 	Sched612MapHotlaneOps                = "hotlane_ops"
+	Sched612MapLlcs                      = "llcs"
 	Sched612MapStats                     = "stats"
+	Sched612ProgHlCgroupExit             = "hl_cgroup_exit"
+	Sched612ProgHlCgroupInit             = "hl_cgroup_init"
+	Sched612ProgHlCgroupMove             = "hl_cgroup_move"
+	Sched612ProgHlCgroupSetWeight        = "hl_cgroup_set_weight"
 	Sched612ProgHlCpuOffline             = "hl_cpu_offline"
 	Sched612ProgHlCpuOnline              = "hl_cpu_online"
 	Sched612ProgHlCpuRelease             = "hl_cpu_release"
 	Sched612ProgHlDeviceIoctl            = "hl_device_ioctl"
 	Sched612ProgHlDeviceOpen             = "hl_device_open"
 	Sched612ProgHlDispatch               = "hl_dispatch"
-	Sched612ProgHlEnable                 = "hl_enable"
 	Sched612ProgHlEnqueue                = "hl_enqueue"
 	Sched612ProgHlExit                   = "hl_exit"
 	Sched612ProgHlInit                   = "hl_init"
+	Sched612ProgHlInitTask               = "hl_init_task"
+	Sched612ProgHlQuiescent              = "hl_quiescent"
+	Sched612ProgHlRunnable               = "hl_runnable"
 	Sched612ProgHlRunning                = "hl_running"
 	Sched612ProgHlSelectCpu              = "hl_select_cpu"
 	Sched612ProgHlStopping               = "hl_stopping"
 	Sched612ProgHlTick                   = "hl_tick"
+	Sched612VarCpuLlc                    = "cpu_llc"
 	Sched612VarDebugErrorAfter           = "debug_error_after"
 	Sched612VarExitInfo                  = "exit_info"
 	Sched612VarHlClasses                 = "hl_classes"
@@ -50,10 +59,17 @@ const (
 	Sched612VarHlNrRules                 = "hl_nr_rules"
 	Sched612VarHlRuleKinds               = "hl_rule_kinds"
 	Sched612VarHlRules                   = "hl_rules"
+	Sched612VarLaneLlcs                  = "lane_llcs"
+	Sched612VarLlcCpus                   = "llc_cpus"
+	Sched612VarLlcFirst                  = "llc_first"
+	Sched612VarLlcNode                   = "llc_node"
+	Sched612VarLlcSize                   = "llc_size"
+	Sched612VarMinSliceNs                = "min_slice_ns"
+	Sched612VarNiceWeight                = "nice_weight"
 	Sched612VarNrCpus                    = "nr_cpus"
 	Sched612VarNrEnqueues                = "nr_enqueues"
+	Sched612VarNrLlcs                    = "nr_llcs"
 	Sched612VarStarvationNs              = "starvation_ns"
-	Sched612VarVtimeNow                  = "vtime_now"
 )
 
 // LoadSched612 returns the embedded CollectionSpec for Sched612.
@@ -98,32 +114,40 @@ type Sched612Specs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched612ProgramSpecs struct {
-	HlCpuOffline  *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
-	HlCpuOnline   *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
-	HlCpuRelease  *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
-	HlDeviceIoctl *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
-	HlDeviceOpen  *ebpf.ProgramSpec `ebpf:"hl_device_open"`
-	HlDispatch    *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
-	HlEnable      *ebpf.ProgramSpec `ebpf:"hl_enable"`
-	HlEnqueue     *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
-	HlExit        *ebpf.ProgramSpec `ebpf:"hl_exit"`
-	HlInit        *ebpf.ProgramSpec `ebpf:"hl_init"`
-	HlRunning     *ebpf.ProgramSpec `ebpf:"hl_running"`
-	HlSelectCpu   *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
-	HlStopping    *ebpf.ProgramSpec `ebpf:"hl_stopping"`
-	HlTick        *ebpf.ProgramSpec `ebpf:"hl_tick"`
+	HlCgroupExit      *ebpf.ProgramSpec `ebpf:"hl_cgroup_exit"`
+	HlCgroupInit      *ebpf.ProgramSpec `ebpf:"hl_cgroup_init"`
+	HlCgroupMove      *ebpf.ProgramSpec `ebpf:"hl_cgroup_move"`
+	HlCgroupSetWeight *ebpf.ProgramSpec `ebpf:"hl_cgroup_set_weight"`
+	HlCpuOffline      *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
+	HlCpuOnline       *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlCpuRelease      *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl     *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen      *ebpf.ProgramSpec `ebpf:"hl_device_open"`
+	HlDispatch        *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
+	HlEnqueue         *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
+	HlExit            *ebpf.ProgramSpec `ebpf:"hl_exit"`
+	HlInit            *ebpf.ProgramSpec `ebpf:"hl_init"`
+	HlInitTask        *ebpf.ProgramSpec `ebpf:"hl_init_task"`
+	HlQuiescent       *ebpf.ProgramSpec `ebpf:"hl_quiescent"`
+	HlRunnable        *ebpf.ProgramSpec `ebpf:"hl_runnable"`
+	HlRunning         *ebpf.ProgramSpec `ebpf:"hl_running"`
+	HlSelectCpu       *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
+	HlStopping        *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlTick            *ebpf.ProgramSpec `ebpf:"hl_tick"`
 }
 
 // Sched612MapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched612MapSpecs struct {
-	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
-	GuardScans    *ebpf.MapSpec `ebpf:"guard_scans"`
+	CgroupWeights *ebpf.MapSpec `ebpf:"cgroup_weights"`
+	CpuOwn        *ebpf.MapSpec `ebpf:"cpu_own"`
+	CpuShared     *ebpf.MapSpec `ebpf:"cpu_shared"`
 	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
-	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
+	HlTasks       *ebpf.MapSpec `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
+	Llcs          *ebpf.MapSpec `ebpf:"llcs"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -131,6 +155,7 @@ type Sched612MapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched612VariableSpecs struct {
+	CpuLlc                    *ebpf.VariableSpec `ebpf:"cpu_llc"`
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
@@ -144,10 +169,17 @@ type Sched612VariableSpecs struct {
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
+	LaneLlcs                  *ebpf.VariableSpec `ebpf:"lane_llcs"`
+	LlcCpus                   *ebpf.VariableSpec `ebpf:"llc_cpus"`
+	LlcFirst                  *ebpf.VariableSpec `ebpf:"llc_first"`
+	LlcNode                   *ebpf.VariableSpec `ebpf:"llc_node"`
+	LlcSize                   *ebpf.VariableSpec `ebpf:"llc_size"`
+	MinSliceNs                *ebpf.VariableSpec `ebpf:"min_slice_ns"`
+	NiceWeight                *ebpf.VariableSpec `ebpf:"nice_weight"`
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
+	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
-	VtimeNow                  *ebpf.VariableSpec `ebpf:"vtime_now"`
 }
 
 // Sched612Objects contains all objects after they have been loaded into the kernel.
@@ -170,23 +202,27 @@ func (o *Sched612Objects) Close() error {
 //
 // It can be passed to LoadSched612Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched612Maps struct {
-	Cpus          *ebpf.Map `ebpf:"cpus"`
-	GuardScans    *ebpf.Map `ebpf:"guard_scans"`
+	CgroupWeights *ebpf.Map `ebpf:"cgroup_weights"`
+	CpuOwn        *ebpf.Map `ebpf:"cpu_own"`
+	CpuShared     *ebpf.Map `ebpf:"cpu_shared"`
 	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
-	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
+	HlTasks       *ebpf.Map `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
+	Llcs          *ebpf.Map `ebpf:"llcs"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *Sched612Maps) Close() error {
 	return _Sched612Close(
-		m.Cpus,
-		m.GuardScans,
+		m.CgroupWeights,
+		m.CpuOwn,
+		m.CpuShared,
 		m.HlDevProcs,
 		m.HlDevThreads,
-		m.HlTaskClasses,
+		m.HlTasks,
 		m.HotlaneOps,
+		m.Llcs,
 		m.Stats,
 	)
 }
@@ -195,6 +231,7 @@ func (m *Sched612Maps) Close() error {
 //
 // It can be passed to LoadSched612Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched612Variables struct {
+	CpuLlc                    *ebpf.Variable `ebpf:"cpu_llc"`
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
@@ -208,44 +245,63 @@ type Sched612Variables struct {
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
+	LaneLlcs                  *ebpf.Variable `ebpf:"lane_llcs"`
+	LlcCpus                   *ebpf.Variable `ebpf:"llc_cpus"`
+	LlcFirst                  *ebpf.Variable `ebpf:"llc_first"`
+	LlcNode                   *ebpf.Variable `ebpf:"llc_node"`
+	LlcSize                   *ebpf.Variable `ebpf:"llc_size"`
+	MinSliceNs                *ebpf.Variable `ebpf:"min_slice_ns"`
+	NiceWeight                *ebpf.Variable `ebpf:"nice_weight"`
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
+	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
-	VtimeNow                  *ebpf.Variable `ebpf:"vtime_now"`
 }
 
 // Sched612Programs contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSched612Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched612Programs struct {
-	HlCpuOffline  *ebpf.Program `ebpf:"hl_cpu_offline"`
-	HlCpuOnline   *ebpf.Program `ebpf:"hl_cpu_online"`
-	HlCpuRelease  *ebpf.Program `ebpf:"hl_cpu_release"`
-	HlDeviceIoctl *ebpf.Program `ebpf:"hl_device_ioctl"`
-	HlDeviceOpen  *ebpf.Program `ebpf:"hl_device_open"`
-	HlDispatch    *ebpf.Program `ebpf:"hl_dispatch"`
-	HlEnable      *ebpf.Program `ebpf:"hl_enable"`
-	HlEnqueue     *ebpf.Program `ebpf:"hl_enqueue"`
-	HlExit        *ebpf.Program `ebpf:"hl_exit"`
-	HlInit        *ebpf.Program `ebpf:"hl_init"`
-	HlRunning     *ebpf.Program `ebpf:"hl_running"`
-	HlSelectCpu   *ebpf.Program `ebpf:"hl_select_cpu"`
-	HlStopping    *ebpf.Program `ebpf:"hl_stopping"`
-	HlTick        *ebpf.Program `ebpf:"hl_tick"`
+	HlCgroupExit      *ebpf.Program `ebpf:"hl_cgroup_exit"`
+	HlCgroupInit      *ebpf.Program `ebpf:"hl_cgroup_init"`
+	HlCgroupMove      *ebpf.Program `ebpf:"hl_cgroup_move"`
+	HlCgroupSetWeight *ebpf.Program `ebpf:"hl_cgroup_set_weight"`
+	HlCpuOffline      *ebpf.Program `ebpf:"hl_cpu_offline"`
+	HlCpuOnline       *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlCpuRelease      *ebpf.Program `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl     *ebpf.Program `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen      *ebpf.Program `ebpf:"hl_device_open"`
+	HlDispatch        *ebpf.Program `ebpf:"hl_dispatch"`
+	HlEnqueue         *ebpf.Program `ebpf:"hl_enqueue"`
+	HlExit            *ebpf.Program `ebpf:"hl_exit"`
+	HlInit            *ebpf.Program `ebpf:"hl_init"`
+	HlInitTask        *ebpf.Program `ebpf:"hl_init_task"`
+	HlQuiescent       *ebpf.Program `ebpf:"hl_quiescent"`
+	HlRunnable        *ebpf.Program `ebpf:"hl_runnable"`
+	HlRunning         *ebpf.Program `ebpf:"hl_running"`
+	HlSelectCpu       *ebpf.Program `ebpf:"hl_select_cpu"`
+	HlStopping        *ebpf.Program `ebpf:"hl_stopping"`
+	HlTick            *ebpf.Program `ebpf:"hl_tick"`
 }
 
 func (p *Sched612Programs) Close() error {
 	return _Sched612Close(
+		p.HlCgroupExit,
+		p.HlCgroupInit,
+		p.HlCgroupMove,
+		p.HlCgroupSetWeight,
 		p.HlCpuOffline,
 		p.HlCpuOnline,
 		p.HlCpuRelease,
 		p.HlDeviceIoctl,
 		p.HlDeviceOpen,
 		p.HlDispatch,
-		p.HlEnable,
 		p.HlEnqueue,
 		p.HlExit,
 		p.HlInit,
+		p.HlInitTask,
+		p.HlQuiescent,
+		p.HlRunnable,
 		p.HlRunning,
 		p.HlSelectCpu,
 		p.HlStopping,

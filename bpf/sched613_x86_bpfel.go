@@ -16,27 +16,36 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	Sched613MapCpus                      = "cpus"
-	Sched613MapGuardScans                = "guard_scans"
+	Sched613MapCgroupWeights             = "cgroup_weights"
+	Sched613MapCpuOwn                    = "cpu_own"
+	Sched613MapCpuShared                 = "cpu_shared"
 	Sched613MapHlDevProcs                = "hl_dev_procs"
 	Sched613MapHlDevThreads              = "hl_dev_threads"
-	Sched613MapHlTaskClasses             = "hl_task_classes"
+	Sched613MapHlTasks                   = "hl_tasks"
 	Sched613MapHotlaneOps                = "hotlane_ops"
+	Sched613MapLlcs                      = "llcs"
 	Sched613MapStats                     = "stats"
+	Sched613ProgHlCgroupExit             = "hl_cgroup_exit"
+	Sched613ProgHlCgroupInit             = "hl_cgroup_init"
+	Sched613ProgHlCgroupMove             = "hl_cgroup_move"
+	Sched613ProgHlCgroupSetWeight        = "hl_cgroup_set_weight"
 	Sched613ProgHlCpuOffline             = "hl_cpu_offline"
 	Sched613ProgHlCpuOnline              = "hl_cpu_online"
 	Sched613ProgHlCpuRelease             = "hl_cpu_release"
 	Sched613ProgHlDeviceIoctl            = "hl_device_ioctl"
 	Sched613ProgHlDeviceOpen             = "hl_device_open"
 	Sched613ProgHlDispatch               = "hl_dispatch"
-	Sched613ProgHlEnable                 = "hl_enable"
 	Sched613ProgHlEnqueue                = "hl_enqueue"
 	Sched613ProgHlExit                   = "hl_exit"
 	Sched613ProgHlInit                   = "hl_init"
+	Sched613ProgHlInitTask               = "hl_init_task"
+	Sched613ProgHlQuiescent              = "hl_quiescent"
+	Sched613ProgHlRunnable               = "hl_runnable"
 	Sched613ProgHlRunning                = "hl_running"
 	Sched613ProgHlSelectCpu              = "hl_select_cpu"
 	Sched613ProgHlStopping               = "hl_stopping"
 	Sched613ProgHlTick                   = "hl_tick"
+	Sched613VarCpuLlc                    = "cpu_llc"
 	Sched613VarDebugErrorAfter           = "debug_error_after"
 	Sched613VarExitInfo                  = "exit_info"
 	Sched613VarHlClasses                 = "hl_classes"
@@ -50,10 +59,17 @@ const (
 	Sched613VarHlNrRules                 = "hl_nr_rules"
 	Sched613VarHlRuleKinds               = "hl_rule_kinds"
 	Sched613VarHlRules                   = "hl_rules"
+	Sched613VarLaneLlcs                  = "lane_llcs"
+	Sched613VarLlcCpus                   = "llc_cpus"
+	Sched613VarLlcFirst                  = "llc_first"
+	Sched613VarLlcNode                   = "llc_node"
+	Sched613VarLlcSize                   = "llc_size"
+	Sched613VarMinSliceNs                = "min_slice_ns"
+	Sched613VarNiceWeight                = "nice_weight"
 	Sched613VarNrCpus                    = "nr_cpus"
 	Sched613VarNrEnqueues                = "nr_enqueues"
+	Sched613VarNrLlcs                    = "nr_llcs"
 	Sched613VarStarvationNs              = "starvation_ns"
-	Sched613VarVtimeNow                  = "vtime_now"
 )
 
 // LoadSched613 returns the embedded CollectionSpec for Sched613.
@@ -98,32 +114,40 @@ type Sched613Specs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched613ProgramSpecs struct {
-	HlCpuOffline  *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
-	HlCpuOnline   *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
-	HlCpuRelease  *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
-	HlDeviceIoctl *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
-	HlDeviceOpen  *ebpf.ProgramSpec `ebpf:"hl_device_open"`
-	HlDispatch    *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
-	HlEnable      *ebpf.ProgramSpec `ebpf:"hl_enable"`
-	HlEnqueue     *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
-	HlExit        *ebpf.ProgramSpec `ebpf:"hl_exit"`
-	HlInit        *ebpf.ProgramSpec `ebpf:"hl_init"`
-	HlRunning     *ebpf.ProgramSpec `ebpf:"hl_running"`
-	HlSelectCpu   *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
-	HlStopping    *ebpf.ProgramSpec `ebpf:"hl_stopping"`
-	HlTick        *ebpf.ProgramSpec `ebpf:"hl_tick"`
+	HlCgroupExit      *ebpf.ProgramSpec `ebpf:"hl_cgroup_exit"`
+	HlCgroupInit      *ebpf.ProgramSpec `ebpf:"hl_cgroup_init"`
+	HlCgroupMove      *ebpf.ProgramSpec `ebpf:"hl_cgroup_move"`
+	HlCgroupSetWeight *ebpf.ProgramSpec `ebpf:"hl_cgroup_set_weight"`
+	HlCpuOffline      *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
+	HlCpuOnline       *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlCpuRelease      *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl     *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen      *ebpf.ProgramSpec `ebpf:"hl_device_open"`
+	HlDispatch        *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
+	HlEnqueue         *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
+	HlExit            *ebpf.ProgramSpec `ebpf:"hl_exit"`
+	HlInit            *ebpf.ProgramSpec `ebpf:"hl_init"`
+	HlInitTask        *ebpf.ProgramSpec `ebpf:"hl_init_task"`
+	HlQuiescent       *ebpf.ProgramSpec `ebpf:"hl_quiescent"`
+	HlRunnable        *ebpf.ProgramSpec `ebpf:"hl_runnable"`
+	HlRunning         *ebpf.ProgramSpec `ebpf:"hl_running"`
+	HlSelectCpu       *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
+	HlStopping        *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlTick            *ebpf.ProgramSpec `ebpf:"hl_tick"`
 }
 
 // Sched613MapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched613MapSpecs struct {
-	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
-	GuardScans    *ebpf.MapSpec `ebpf:"guard_scans"`
+	CgroupWeights *ebpf.MapSpec `ebpf:"cgroup_weights"`
+	CpuOwn        *ebpf.MapSpec `ebpf:"cpu_own"`
+	CpuShared     *ebpf.MapSpec `ebpf:"cpu_shared"`
 	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
-	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
+	HlTasks       *ebpf.MapSpec `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
+	Llcs          *ebpf.MapSpec `ebpf:"llcs"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -131,6 +155,7 @@ type Sched613MapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched613VariableSpecs struct {
+	CpuLlc                    *ebpf.VariableSpec `ebpf:"cpu_llc"`
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
@@ -144,10 +169,17 @@ type Sched613VariableSpecs struct {
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
+	LaneLlcs                  *ebpf.VariableSpec `ebpf:"lane_llcs"`
+	LlcCpus                   *ebpf.VariableSpec `ebpf:"llc_cpus"`
+	LlcFirst                  *ebpf.VariableSpec `ebpf:"llc_first"`
+	LlcNode                   *ebpf.VariableSpec `ebpf:"llc_node"`
+	LlcSize                   *ebpf.VariableSpec `ebpf:"llc_size"`
+	MinSliceNs                *ebpf.VariableSpec `ebpf:"min_slice_ns"`
+	NiceWeight                *ebpf.VariableSpec `ebpf:"nice_weight"`
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
+	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
-	VtimeNow                  *ebpf.VariableSpec `ebpf:"vtime_now"`
 }
 
 // Sched613Objects contains all objects after they have been loaded into the kernel.
@@ -170,23 +202,27 @@ func (o *Sched613Objects) Close() error {
 //
 // It can be passed to LoadSched613Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched613Maps struct {
-	Cpus          *ebpf.Map `ebpf:"cpus"`
-	GuardScans    *ebpf.Map `ebpf:"guard_scans"`
+	CgroupWeights *ebpf.Map `ebpf:"cgroup_weights"`
+	CpuOwn        *ebpf.Map `ebpf:"cpu_own"`
+	CpuShared     *ebpf.Map `ebpf:"cpu_shared"`
 	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
-	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
+	HlTasks       *ebpf.Map `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
+	Llcs          *ebpf.Map `ebpf:"llcs"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *Sched613Maps) Close() error {
 	return _Sched613Close(
-		m.Cpus,
-		m.GuardScans,
+		m.CgroupWeights,
+		m.CpuOwn,
+		m.CpuShared,
 		m.HlDevProcs,
 		m.HlDevThreads,
-		m.HlTaskClasses,
+		m.HlTasks,
 		m.HotlaneOps,
+		m.Llcs,
 		m.Stats,
 	)
 }
@@ -195,6 +231,7 @@ func (m *Sched613Maps) Close() error {
 //
 // It can be passed to LoadSched613Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched613Variables struct {
+	CpuLlc                    *ebpf.Variable `ebpf:"cpu_llc"`
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
@@ -208,44 +245,63 @@ type Sched613Variables struct {
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
+	LaneLlcs                  *ebpf.Variable `ebpf:"lane_llcs"`
+	LlcCpus                   *ebpf.Variable `ebpf:"llc_cpus"`
+	LlcFirst                  *ebpf.Variable `ebpf:"llc_first"`
+	LlcNode                   *ebpf.Variable `ebpf:"llc_node"`
+	LlcSize                   *ebpf.Variable `ebpf:"llc_size"`
+	MinSliceNs                *ebpf.Variable `ebpf:"min_slice_ns"`
+	NiceWeight                *ebpf.Variable `ebpf:"nice_weight"`
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
+	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
-	VtimeNow                  *ebpf.Variable `ebpf:"vtime_now"`
 }
 
 // Sched613Programs contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSched613Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched613Programs struct {
-	HlCpuOffline  *ebpf.Program `ebpf:"hl_cpu_offline"`
-	HlCpuOnline   *ebpf.Program `ebpf:"hl_cpu_online"`
-	HlCpuRelease  *ebpf.Program `ebpf:"hl_cpu_release"`
-	HlDeviceIoctl *ebpf.Program `ebpf:"hl_device_ioctl"`
-	HlDeviceOpen  *ebpf.Program `ebpf:"hl_device_open"`
-	HlDispatch    *ebpf.Program `ebpf:"hl_dispatch"`
-	HlEnable      *ebpf.Program `ebpf:"hl_enable"`
-	HlEnqueue     *ebpf.Program `ebpf:"hl_enqueue"`
-	HlExit        *ebpf.Program `ebpf:"hl_exit"`
-	HlInit        *ebpf.Program `ebpf:"hl_init"`
-	HlRunning     *ebpf.Program `ebpf:"hl_running"`
-	HlSelectCpu   *ebpf.Program `ebpf:"hl_select_cpu"`
-	HlStopping    *ebpf.Program `ebpf:"hl_stopping"`
-	HlTick        *ebpf.Program `ebpf:"hl_tick"`
+	HlCgroupExit      *ebpf.Program `ebpf:"hl_cgroup_exit"`
+	HlCgroupInit      *ebpf.Program `ebpf:"hl_cgroup_init"`
+	HlCgroupMove      *ebpf.Program `ebpf:"hl_cgroup_move"`
+	HlCgroupSetWeight *ebpf.Program `ebpf:"hl_cgroup_set_weight"`
+	HlCpuOffline      *ebpf.Program `ebpf:"hl_cpu_offline"`
+	HlCpuOnline       *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlCpuRelease      *ebpf.Program `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl     *ebpf.Program `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen      *ebpf.Program `ebpf:"hl_device_open"`
+	HlDispatch        *ebpf.Program `ebpf:"hl_dispatch"`
+	HlEnqueue         *ebpf.Program `ebpf:"hl_enqueue"`
+	HlExit            *ebpf.Program `ebpf:"hl_exit"`
+	HlInit            *ebpf.Program `ebpf:"hl_init"`
+	HlInitTask        *ebpf.Program `ebpf:"hl_init_task"`
+	HlQuiescent       *ebpf.Program `ebpf:"hl_quiescent"`
+	HlRunnable        *ebpf.Program `ebpf:"hl_runnable"`
+	HlRunning         *ebpf.Program `ebpf:"hl_running"`
+	HlSelectCpu       *ebpf.Program `ebpf:"hl_select_cpu"`
+	HlStopping        *ebpf.Program `ebpf:"hl_stopping"`
+	HlTick            *ebpf.Program `ebpf:"hl_tick"`
 }
 
 func (p *Sched613Programs) Close() error {
 	return _Sched613Close(
+		p.HlCgroupExit,
+		p.HlCgroupInit,
+		p.HlCgroupMove,
+		p.HlCgroupSetWeight,
 		p.HlCpuOffline,
 		p.HlCpuOnline,
 		p.HlCpuRelease,
 		p.HlDeviceIoctl,
 		p.HlDeviceOpen,
 		p.HlDispatch,
-		p.HlEnable,
 		p.HlEnqueue,
 		p.HlExit,
 		p.HlInit,
+		p.HlInitTask,
+		p.HlQuiescent,
+		p.HlRunnable,
 		p.HlRunning,
 		p.HlSelectCpu,
 		p.HlStopping,

@@ -16,27 +16,36 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	Sched700MapCpus                      = "cpus"
-	Sched700MapGuardScans                = "guard_scans"
+	Sched700MapCgroupWeights             = "cgroup_weights"
+	Sched700MapCpuOwn                    = "cpu_own"
+	Sched700MapCpuShared                 = "cpu_shared"
 	Sched700MapHlDevProcs                = "hl_dev_procs"
 	Sched700MapHlDevThreads              = "hl_dev_threads"
-	Sched700MapHlTaskClasses             = "hl_task_classes"
+	Sched700MapHlTasks                   = "hl_tasks"
 	Sched700MapHotlaneOps                = "hotlane_ops"
+	Sched700MapLlcs                      = "llcs"
 	Sched700MapStats                     = "stats"
+	Sched700ProgHlCgroupExit             = "hl_cgroup_exit"
+	Sched700ProgHlCgroupInit             = "hl_cgroup_init"
+	Sched700ProgHlCgroupMove             = "hl_cgroup_move"
+	Sched700ProgHlCgroupSetWeight        = "hl_cgroup_set_weight"
 	Sched700ProgHlCpuOffline             = "hl_cpu_offline"
 	Sched700ProgHlCpuOnline              = "hl_cpu_online"
 	Sched700ProgHlCpuRelease             = "hl_cpu_release"
 	Sched700ProgHlDeviceIoctl            = "hl_device_ioctl"
 	Sched700ProgHlDeviceOpen             = "hl_device_open"
 	Sched700ProgHlDispatch               = "hl_dispatch"
-	Sched700ProgHlEnable                 = "hl_enable"
 	Sched700ProgHlEnqueue                = "hl_enqueue"
 	Sched700ProgHlExit                   = "hl_exit"
 	Sched700ProgHlInit                   = "hl_init"
+	Sched700ProgHlInitTask               = "hl_init_task"
+	Sched700ProgHlQuiescent              = "hl_quiescent"
+	Sched700ProgHlRunnable               = "hl_runnable"
 	Sched700ProgHlRunning                = "hl_running"
 	Sched700ProgHlSelectCpu              = "hl_select_cpu"
 	Sched700ProgHlStopping               = "hl_stopping"
 	Sched700ProgHlTick                   = "hl_tick"
+	Sched700VarCpuLlc                    = "cpu_llc"
 	Sched700VarDebugErrorAfter           = "debug_error_after"
 	Sched700VarExitInfo                  = "exit_info"
 	Sched700VarHlClasses                 = "hl_classes"
@@ -50,10 +59,17 @@ const (
 	Sched700VarHlNrRules                 = "hl_nr_rules"
 	Sched700VarHlRuleKinds               = "hl_rule_kinds"
 	Sched700VarHlRules                   = "hl_rules"
+	Sched700VarLaneLlcs                  = "lane_llcs"
+	Sched700VarLlcCpus                   = "llc_cpus"
+	Sched700VarLlcFirst                  = "llc_first"
+	Sched700VarLlcNode                   = "llc_node"
+	Sched700VarLlcSize                   = "llc_size"
+	Sched700VarMinSliceNs                = "min_slice_ns"
+	Sched700VarNiceWeight                = "nice_weight"
 	Sched700VarNrCpus                    = "nr_cpus"
 	Sched700VarNrEnqueues                = "nr_enqueues"
+	Sched700VarNrLlcs                    = "nr_llcs"
 	Sched700VarStarvationNs              = "starvation_ns"
-	Sched700VarVtimeNow                  = "vtime_now"
 )
 
 // LoadSched700 returns the embedded CollectionSpec for Sched700.
@@ -98,32 +114,40 @@ type Sched700Specs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched700ProgramSpecs struct {
-	HlCpuOffline  *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
-	HlCpuOnline   *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
-	HlCpuRelease  *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
-	HlDeviceIoctl *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
-	HlDeviceOpen  *ebpf.ProgramSpec `ebpf:"hl_device_open"`
-	HlDispatch    *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
-	HlEnable      *ebpf.ProgramSpec `ebpf:"hl_enable"`
-	HlEnqueue     *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
-	HlExit        *ebpf.ProgramSpec `ebpf:"hl_exit"`
-	HlInit        *ebpf.ProgramSpec `ebpf:"hl_init"`
-	HlRunning     *ebpf.ProgramSpec `ebpf:"hl_running"`
-	HlSelectCpu   *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
-	HlStopping    *ebpf.ProgramSpec `ebpf:"hl_stopping"`
-	HlTick        *ebpf.ProgramSpec `ebpf:"hl_tick"`
+	HlCgroupExit      *ebpf.ProgramSpec `ebpf:"hl_cgroup_exit"`
+	HlCgroupInit      *ebpf.ProgramSpec `ebpf:"hl_cgroup_init"`
+	HlCgroupMove      *ebpf.ProgramSpec `ebpf:"hl_cgroup_move"`
+	HlCgroupSetWeight *ebpf.ProgramSpec `ebpf:"hl_cgroup_set_weight"`
+	HlCpuOffline      *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
+	HlCpuOnline       *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlCpuRelease      *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl     *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen      *ebpf.ProgramSpec `ebpf:"hl_device_open"`
+	HlDispatch        *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
+	HlEnqueue         *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
+	HlExit            *ebpf.ProgramSpec `ebpf:"hl_exit"`
+	HlInit            *ebpf.ProgramSpec `ebpf:"hl_init"`
+	HlInitTask        *ebpf.ProgramSpec `ebpf:"hl_init_task"`
+	HlQuiescent       *ebpf.ProgramSpec `ebpf:"hl_quiescent"`
+	HlRunnable        *ebpf.ProgramSpec `ebpf:"hl_runnable"`
+	HlRunning         *ebpf.ProgramSpec `ebpf:"hl_running"`
+	HlSelectCpu       *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
+	HlStopping        *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlTick            *ebpf.ProgramSpec `ebpf:"hl_tick"`
 }
 
 // Sched700MapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched700MapSpecs struct {
-	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
-	GuardScans    *ebpf.MapSpec `ebpf:"guard_scans"`
+	CgroupWeights *ebpf.MapSpec `ebpf:"cgroup_weights"`
+	CpuOwn        *ebpf.MapSpec `ebpf:"cpu_own"`
+	CpuShared     *ebpf.MapSpec `ebpf:"cpu_shared"`
 	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
-	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
+	HlTasks       *ebpf.MapSpec `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
+	Llcs          *ebpf.MapSpec `ebpf:"llcs"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -131,6 +155,7 @@ type Sched700MapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched700VariableSpecs struct {
+	CpuLlc                    *ebpf.VariableSpec `ebpf:"cpu_llc"`
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
@@ -144,10 +169,17 @@ type Sched700VariableSpecs struct {
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
+	LaneLlcs                  *ebpf.VariableSpec `ebpf:"lane_llcs"`
+	LlcCpus                   *ebpf.VariableSpec `ebpf:"llc_cpus"`
+	LlcFirst                  *ebpf.VariableSpec `ebpf:"llc_first"`
+	LlcNode                   *ebpf.VariableSpec `ebpf:"llc_node"`
+	LlcSize                   *ebpf.VariableSpec `ebpf:"llc_size"`
+	MinSliceNs                *ebpf.VariableSpec `ebpf:"min_slice_ns"`
+	NiceWeight                *ebpf.VariableSpec `ebpf:"nice_weight"`
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
+	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
-	VtimeNow                  *ebpf.VariableSpec `ebpf:"vtime_now"`
 }
 
 // Sched700Objects contains all objects after they have been loaded into the kernel.
@@ -170,23 +202,27 @@ func (o *Sched700Objects) Close() error {
 //
 // It can be passed to LoadSched700Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched700Maps struct {
-	Cpus          *ebpf.Map `ebpf:"cpus"`
-	GuardScans    *ebpf.Map `ebpf:"guard_scans"`
+	CgroupWeights *ebpf.Map `ebpf:"cgroup_weights"`
+	CpuOwn        *ebpf.Map `ebpf:"cpu_own"`
+	CpuShared     *ebpf.Map `ebpf:"cpu_shared"`
 	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
-	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
+	HlTasks       *ebpf.Map `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
+	Llcs          *ebpf.Map `ebpf:"llcs"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *Sched700Maps) Close() error {
 	return _Sched700Close(
-		m.Cpus,
-		m.GuardScans,
+		m.CgroupWeights,
+		m.CpuOwn,
+		m.CpuShared,
 		m.HlDevProcs,
 		m.HlDevThreads,
-		m.HlTaskClasses,
+		m.HlTasks,
 		m.HotlaneOps,
+		m.Llcs,
 		m.Stats,
 	)
 }
@@ -195,6 +231,7 @@ func (m *Sched700Maps) Close() error {
 //
 // It can be passed to LoadSched700Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched700Variables struct {
+	CpuLlc                    *ebpf.Variable `ebpf:"cpu_llc"`
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`
@@ -208,44 +245,63 @@ type Sched700Variables struct {
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
 	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
+	LaneLlcs                  *ebpf.Variable `ebpf:"lane_llcs"`
+	LlcCpus                   *ebpf.Variable `ebpf:"llc_cpus"`
+	LlcFirst                  *ebpf.Variable `ebpf:"llc_first"`
+	LlcNode                   *ebpf.Variable `ebpf:"llc_node"`
+	LlcSize                   *ebpf.Variable `ebpf:"llc_size"`
+	MinSliceNs                *ebpf.Variable `ebpf:"min_slice_ns"`
+	NiceWeight                *ebpf.Variable `ebpf:"nice_weight"`
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
+	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
-	VtimeNow                  *ebpf.Variable `ebpf:"vtime_now"`
 }
 
 // Sched700Programs contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSched700Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched700Programs struct {
-	HlCpuOffline  *ebpf.Program `ebpf:"hl_cpu_offline"`
-	HlCpuOnline   *ebpf.Program `ebpf:"hl_cpu_online"`
-	HlCpuRelease  *ebpf.Program `ebpf:"hl_cpu_release"`
-	HlDeviceIoctl *ebpf.Program `ebpf:"hl_device_ioctl"`
-	HlDeviceOpen  *ebpf.Program `ebpf:"hl_device_open"`
-	HlDispatch    *ebpf.Program `ebpf:"hl_dispatch"`
-	HlEnable      *ebpf.Program `ebpf:"hl_enable"`
-	HlEnqueue     *ebpf.Program `ebpf:"hl_enqueue"`
-	HlExit        *ebpf.Program `ebpf:"hl_exit"`
-	HlInit        *ebpf.Program `ebpf:"hl_init"`
-	HlRunning     *ebpf.Program `ebpf:"hl_running"`
-	HlSelectCpu   *ebpf.Program `ebpf:"hl_select_cpu"`
-	HlStopping    *ebpf.Program `ebpf:"hl_stopping"`
-	HlTick        *ebpf.Program `ebpf:"hl_tick"`
+	HlCgroupExit      *ebpf.Program `ebpf:"hl_cgroup_exit"`
+	HlCgroupInit      *ebpf.Program `ebpf:"hl_cgroup_init"`
+	HlCgroupMove      *ebpf.Program `ebpf:"hl_cgroup_move"`
+	HlCgroupSetWeight *ebpf.Program `ebpf:"hl_cgroup_set_weight"`
+	HlCpuOffline      *ebpf.Program `ebpf:"hl_cpu_offline"`
+	HlCpuOnline       *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlCpuRelease      *ebpf.Program `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl     *ebpf.Program `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen      *ebpf.Program `ebpf:"hl_device_open"`
+	HlDispatch        *ebpf.Program `ebpf:"hl_dispatch"`
+	HlEnqueue         *ebpf.Program `ebpf:"hl_enqueue"`
+	HlExit            *ebpf.Program `ebpf:"hl_exit"`
+	HlInit            *ebpf.Program `ebpf:"hl_init"`
+	HlInitTask        *ebpf.Program `ebpf:"hl_init_task"`
+	HlQuiescent       *ebpf.Program `ebpf:"hl_quiescent"`
+	HlRunnable        *ebpf.Program `ebpf:"hl_runnable"`
+	HlRunning         *ebpf.Program `ebpf:"hl_running"`
+	HlSelectCpu       *ebpf.Program `ebpf:"hl_select_cpu"`
+	HlStopping        *ebpf.Program `ebpf:"hl_stopping"`
+	HlTick            *ebpf.Program `ebpf:"hl_tick"`
 }
 
 func (p *Sched700Programs) Close() error {
 	return _Sched700Close(
+		p.HlCgroupExit,
+		p.HlCgroupInit,
+		p.HlCgroupMove,
+		p.HlCgroupSetWeight,
 		p.HlCpuOffline,
 		p.HlCpuOnline,
 		p.HlCpuRelease,
 		p.HlDeviceIoctl,
 		p.HlDeviceOpen,
 		p.HlDispatch,
-		p.HlEnable,
 		p.HlEnqueue,
 		p.HlExit,
 		p.HlInit,
+		p.HlInitTask,
+		p.HlQuiescent,
+		p.HlRunnable,
 		p.HlRunning,
 		p.HlSelectCpu,
 		p.HlStopping,

@@ -7,34 +7,56 @@ import (
 	"github.com/hotlane/hotlane/policy"
 )
 
-// The bound is GuardBatch turns, each at most the starvation bound plus
-// the longest high-priority slice, the longest normal slice (the rest of
-// a preempted normal task's) and a tick.
-func TestGuardedWaitBound(t *testing.T) {
+// The period is what a CPU the lane saturates takes to give the fair side
+// half the starvation bound; the bound is the whole turns it takes to
+// serve the waiting tasks' fair time.
+func TestBound(t *testing.T) {
 	p := policy.Default("infer")
-	p.Classes[0].Slice = 3 * time.Millisecond
-	p.Classes[1].Slice = 50 * time.Millisecond
+	p.Classes[0].Slice = 2 * time.Millisecond
+	p.Classes[1].Slice = 5 * time.Millisecond
 	// Not the largest: the bound takes the longest normal slice.
-	batch := policy.Class{Name: "batch", Slice: 7 * time.Millisecond, Weight: policy.DefaultWeight,
+	batch := policy.Class{Name: "batch", Slice: 3 * time.Millisecond, Weight: policy.DefaultWeight,
 		Match: []policy.Matcher{{CommPrefix: "batch"}}}
 	p.Classes = []policy.Class{p.Classes[0], batch, p.Classes[1]}
 	table, err := p.Compile("")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ms := time.Millisecond
+	b := Config{Table: table}.Bound(4 * ms)
+	// 10 + 2 + 4 + 5 + 5
+	if got := b.Period(); got != 26*ms {
+		t.Errorf("period %v, want 26ms", got)
+	}
 	for _, tc := range []struct {
-		starvation, tick, want time.Duration
+		waiting int
+		want    time.Duration
 	}{
-		// 8 x (10ms + 3ms + 50ms + 4ms)
-		{10 * time.Millisecond, 4 * time.Millisecond, 536 * time.Millisecond},
-		// 8 x (10ms + 3ms + 50ms + 100µs)
-		{10 * time.Millisecond, 100 * time.Microsecond, 504800 * time.Microsecond},
-		// 0 is the default bound (10ms): 8 x (10ms + 3ms + 50ms + 1ms)
-		{0, time.Millisecond, 512 * time.Millisecond},
+		{1, 2 * 26 * ms},  // 5ms + 5ms of fair time: two 5ms turns
+		{10, 2 * 26 * ms}, // 10 x 0.5ms = the normal slice
+		{64, 8 * 26 * ms}, // 32ms + 5ms: eight turns
 	} {
-		got := Config{Table: table, Starvation: tc.starvation}.GuardedWaitBound(tc.tick)
-		if got != tc.want {
-			t.Errorf("starvation %v, tick %v: bound %v, want %v", tc.starvation, tc.tick, got, tc.want)
+		if got := b.For(tc.waiting); got != tc.want {
+			t.Errorf("For(%d) = %v, want %v", tc.waiting, got, tc.want)
+		}
+	}
+	// nice 19 adds 0.5ms x 1024/15 = 35ms of others' time: 45ms, 9 turns.
+	if got, want := b.ForWeight(8, NiceWeight(19)), 9*26*ms; got != want {
+		t.Errorf("ForWeight(8, nice 19) = %v, want %v", got, want)
+	}
+	if got := b.ForWeight(8, NiceWeight(0)); got != b.For(8) {
+		t.Errorf("nice 0 by weight %v, by For %v", got, b.For(8))
+	}
+	if d := (Config{Table: table, Starvation: 20 * ms}).Bound(ms); d.Starvation != 20*ms || d.Tick != ms {
+		t.Errorf("Bound kept %+v", d)
+	}
+}
+
+func TestNiceWeight(t *testing.T) {
+	// The kernel's table: nice -20 88761, 0 1024, 19 15.
+	for nice, want := range map[int]float64{-20: 88761, 0: 1024, 19: 15} {
+		if got := NiceWeight(nice); got < want*0.98 || got > want*1.02 {
+			t.Errorf("NiceWeight(%d) = %.1f, want about %.0f", nice, got, want)
 		}
 	}
 }

@@ -538,7 +538,7 @@ func guardedDefault(t *testing.T) (*sched.Scheduler, func() (*verify.Snapshot, s
 		t.Fatal(err)
 	}
 	s := load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
-	return s, measure(t, s, table), sched.Config{Table: table}.GuardedWaitBound(tick)
+	return s, measure(t, s, table), sched.Config{Table: table}.Bound(tick).For(8)
 }
 
 // logSchedExtEvents logs the kernel's sched_ext event counters (6.15 on:

@@ -242,7 +242,7 @@ func TestGuestFaultInferenceFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound := sched.Config{Table: table, Starvation: cfg.Starvation}.GuardedWaitBound(tick)
+	bound := sched.Config{Table: table, Starvation: cfg.Starvation}.Bound(tick).ForWeight(8, sched.NiceWeight(19))
 	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true, Thresholds: map[string]time.Duration{"normal": bound}})
 	if err != nil {
 		t.Fatal(err)

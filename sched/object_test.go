@@ -98,9 +98,9 @@ func TestObjectsNameOnlyTheirGenerationsKfuncs(t *testing.T) {
 		obj       object
 		must, not []string
 	}{
-		{object{"612", nil}, []string{"scx_bpf_dispatch", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq"}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move"}},
-		{object{"613", nil}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_move_to_local", "scx_bpf_dsq_move"}, []string{"scx_bpf_dispatch", "scx_bpf_dsq_insert___v2", "scx_bpf_dispatch_from_dsq"}},
-		{object{"700", nil}, []string{"scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move_to_local___v2", "scx_bpf_dsq_move", "scx_bpf_reenqueue_local___v2"}, []string{"scx_bpf_dsq_insert", "scx_bpf_consume", "scx_bpf_dispatch_from_dsq", "scx_bpf_reenqueue_local"}},
+		{object{"612", nil}, []string{"scx_bpf_dispatch", "scx_bpf_dispatch_vtime", "scx_bpf_consume", "scx_bpf_reenqueue_local"}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2", "scx_bpf_dsq_move_to_local"}},
+		{object{"613", nil}, []string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local", "scx_bpf_reenqueue_local"}, []string{"scx_bpf_dispatch", "scx_bpf_dsq_insert___v2", "scx_bpf_consume"}},
+		{object{"700", nil}, []string{"scx_bpf_dsq_insert___v2", "scx_bpf_dsq_insert_vtime", "scx_bpf_dsq_move_to_local___v2", "scx_bpf_reenqueue_local___v2"}, []string{"scx_bpf_dsq_insert", "scx_bpf_consume", "scx_bpf_dsq_move_to_local", "scx_bpf_reenqueue_local"}},
 	} {
 		k := map[string]loader.Kfuncs{
 			"612": {DsqInsert: "scx_bpf_dispatch", DsqInsertVtime: "scx_bpf_dispatch_vtime", DsqMoveToLocal: "scx_bpf_consume", DsqMove: "scx_bpf_dispatch_from_dsq", ReenqueueLocal: "scx_bpf_reenqueue_local"},

@@ -27,10 +27,7 @@ const (
 	DefaultTimeout    = 5 * time.Second
 	MaxTimeout        = 30 * time.Second // the kernel's SCX_WATCHDOG_MAX_TIMEOUT
 	DefaultStarvation = 10 * time.Millisecond
-	// MaxCPUs is the most CPUs the scheduler handles (HL_MAX_CPUS in
-	// sched.bpf.c).
-	MaxCPUs       = 512
-	structOpsName = "hotlane_ops"
+	structOpsName     = "hotlane_ops"
 )
 
 // Config is what Load needs to start the scheduler.
@@ -62,53 +59,14 @@ type Config struct {
 	// a start does not look hung.
 	Progress io.Writer
 	// CPUs, if not 0, is the CPU count written into the object instead of
-	// the machine's: Verify checks the scheduler for a machine of any
-	// size on this one.
+	// the machine's, in as many LLCs as it handles: Verify checks the
+	// scheduler for a machine of any size on this one.
 	CPUs int
 }
 
 // ProgressAfter is how long a step of Load runs before Config.Progress
 // hears of it.
 const ProgressAfter = time.Second
-
-// GuardBatch is how many normal tasks may wait at once for the bound of
-// GuardedWaitBound to hold.
-const GuardBatch = 8
-
-// GuardedWaitBound is the longest a normal task waits for a CPU while
-// high-priority (lane) tasks keep every CPU it may run on busy, as long as
-// at most GuardBatch normal tasks wait at once, on a kernel whose
-// scheduler tick is tick (see Tick).
-//
-// The guard is per CPU: a CPU that has given the lane the starvation bound
-// of its time since it last served the fair queue gives the fair queue
-// one turn. It notices at its next dispatch, which comes at the latest
-// when the lane slice it runs ends, and a slice only ends on a tick. In
-// between, the normal task the lane preempted last time the queue was
-// served runs the rest of its slice, which is lane time neither. So each
-// CPU serves one waiting normal task at least every P = starvation +
-// longest lane slice + longest normal slice + tick, and a task with the
-// other GuardBatch-1 ahead of it is served within GuardBatch * P. Fair
-// tasks that merely wait for each other (an oversubscribed machine with an
-// idle lane) are the fair queue's business, not the guard's; the
-// sched_ext watchdog backs both.
-func (c Config) GuardedWaitBound(tick time.Duration) time.Duration {
-	starvation := c.Starvation
-	if starvation == 0 {
-		starvation = DefaultStarvation
-	}
-	var lane, normal time.Duration
-	if c.Table != nil {
-		for _, cl := range c.Table.Classes {
-			if cl.HighPriority != 0 {
-				lane = max(lane, time.Duration(cl.SliceNs))
-			} else {
-				normal = max(normal, time.Duration(cl.SliceNs))
-			}
-		}
-	}
-	return GuardBatch * (starvation + lane + normal + tick)
-}
 
 // Tick is the running kernel's scheduler tick (1/HZ): the resolution of
 // its coarse clock, which advances once per tick.
@@ -217,7 +175,7 @@ func loadCollection(cfg Config) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := configure(spec, cfg, kernel); err != nil {
+	if err := configure(spec, cfg, kernel, topo); err != nil {
 		return nil, err
 	}
 
@@ -331,21 +289,21 @@ func progress(w io.Writer, what string) (done func()) {
 
 // configure writes the policy and knobs into the object's read-only data
 // and the struct_ops value, before load.
-func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec) error {
-	cpus := cfg.CPUs
-	if cpus == 0 {
-		var err error
-		if cpus, err = ebpf.PossibleCPU(); err != nil {
-			return err
-		}
+func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec, topo *topology.Topology) error {
+	if cfg.CPUs != 0 {
+		// As many LLCs as the scheduler handles, or one a CPU.
+		topo = topology.Uniform(cfg.CPUs, max(1, cfg.CPUs/MaxLLCs))
 	}
-	if cpus > MaxCPUs {
-		return fmt.Errorf("%d possible CPUs: hotlane is built for at most %d", cpus, MaxCPUs)
+	layout, err := newCPULayout(topo)
+	if err != nil {
+		return err
 	}
 	vars := cfg.Table.BPFVariables()
+	layout.variables(vars)
 	vars["hl_classes"] = cfg.Table.ClassesArray()
 	vars["starvation_ns"] = uint64(cfg.Starvation.Nanoseconds())
-	vars["nr_cpus"] = uint32(cpus)
+	vars["min_slice_ns"] = uint64(DefaultMinSlice.Nanoseconds())
+	vars["nice_weight"] = niceWeights()
 	vars["debug_error_after"] = cfg.DebugErrorAfter
 	if !cfg.Table.HasDeviceRules() {
 		// Nothing to note: the device hooks are not even loaded.
@@ -576,10 +534,12 @@ func explainLoadError(err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
 		log := ve.Log
-		if len(log) > 8 {
-			log = log[len(log)-8:]
+		if len(log) > 24 {
+			log = log[len(log)-24:]
 		}
-		return fmt.Errorf("the kernel's verifier rejected the scheduler: %v\n  %s", ve.Cause, strings.Join(log, "\n  "))
+		// cilium/ebpf names the program before the verifier's words.
+		where, _, _ := strings.Cut(err.Error(), ": "+ve.Cause.Error())
+		return fmt.Errorf("the kernel's verifier rejected the scheduler (%s): %v\n  %s", where, ve.Cause, strings.Join(log, "\n  "))
 	}
 	if errors.Is(err, os.ErrPermission) {
 		return fmt.Errorf("%w: %v", ErrPermission, err)

@@ -23,6 +23,10 @@ type statsRecord struct {
 	LaneKept        uint64
 	FairResumed     uint64
 	CPUReleased     uint64
+	FairPreempts    uint64
+	FairSteals      uint64
+	LaneQueued      uint64
+	LaneSteals      uint64
 }
 
 // ClassStats are one class's counters.
@@ -57,6 +61,16 @@ type Stats struct {
 	// CPUReleased counts CPUs taken by RT or DL work whose local queue
 	// was handed back to the scheduler.
 	CPUReleased uint64 `json:"cpu_released"`
+	// FairPreempts counts fair wake-ups whose earlier deadline preempted
+	// the fair task running on their CPU.
+	FairPreempts uint64 `json:"fair_preempts"`
+	// FairSteals counts fair tasks an idle CPU took from another LLC.
+	FairSteals uint64 `json:"fair_steals"`
+	// LaneQueued counts lane tasks that found no CPU to take (every one
+	// looked at ran the lane) and waited in their LLC's lane queue.
+	LaneQueued uint64 `json:"lane_queued"`
+	// LaneSteals counts lane tasks a CPU took from another LLC's queue.
+	LaneSteals uint64 `json:"lane_steals"`
 	// ClassifyUncached counts classifications that could not be cached
 	// (task storage unavailable): those tasks were classified afresh,
 	// correctly but at a higher cost.
@@ -87,6 +101,10 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.LaneKept += r.LaneKept
 		sum.FairResumed += r.FairResumed
 		sum.CPUReleased += r.CPUReleased
+		sum.FairPreempts += r.FairPreempts
+		sum.FairSteals += r.FairSteals
+		sum.LaneQueued += r.LaneQueued
+		sum.LaneSteals += r.LaneSteals
 	}
 	now := time.Now()
 	st := sum.stats(s.classes, now)
@@ -111,6 +129,10 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		LaneKept:        r.LaneKept,
 		FairResumed:     r.FairResumed,
 		CPUReleased:     r.CPUReleased,
+		FairPreempts:    r.FairPreempts,
+		FairSteals:      r.FairSteals,
+		LaneQueued:      r.LaneQueued,
+		LaneSteals:      r.LaneSteals,
 	}
 	for i, name := range classes {
 		st.Classes = append(st.Classes, ClassStats{Class: name, Enqueued: r.Enqueued[i], Dispatched: r.Dispatched[i], DirectIdle: r.DirectIdle[i]})
@@ -137,6 +159,10 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.LaneKept -= prev.LaneKept
 	d.FairResumed -= prev.FairResumed
 	d.CPUReleased -= prev.CPUReleased
+	d.FairPreempts -= prev.FairPreempts
+	d.FairSteals -= prev.FairSteals
+	d.LaneQueued -= prev.LaneQueued
+	d.LaneSteals -= prev.LaneSteals
 	d.ClassifyUncached -= prev.ClassifyUncached
 	d.DeviceUsesLost -= prev.DeviceUsesLost
 	return d
@@ -149,7 +175,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d", s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased)
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d lane-queued %d lane-steal %d",
+		s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased,
+		s.FairPreempts, s.FairSteals, s.LaneQueued, s.LaneSteals)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

@@ -8,8 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// taskClassRecord mirrors struct hl_task_class in classify.bpf.h.
-type taskClassRecord struct {
+// taskRecord mirrors struct hl_task in sched_ctx.bpf.h, which begins
+// with struct hl_task_class of classify.bpf.h.
+type taskRecord struct {
 	Comm     [2]uint64
 	PComm    [2]uint64
 	CgroupID uint64
@@ -17,7 +18,14 @@ type taskClassRecord struct {
 	ClassID  uint32
 	Valid    uint32
 	Devices  uint32 // device sets in use when classified: bit s thread, 8+s process
-	QueuedAt uint64 // when it last entered the fair queue (ns, CLOCK_MONOTONIC)
+
+	Vruntime     uint64
+	Lag          int64
+	Burst        uint64
+	Ran          uint64
+	TaskCgroupID uint64
+	LLC          uint32
+	_            uint32
 }
 
 // ErrTaskNotClassified means the scheduler has not seen the task yet.
@@ -32,8 +40,8 @@ func (s *Scheduler) TaskClass(tid int) (string, error) {
 		return "", fmt.Errorf("pidfd of %d: %w", tid, err)
 	}
 	defer unix.Close(fd)
-	var rec taskClassRecord
-	if err := s.coll.Maps["hl_task_classes"].Lookup(int32(fd), &rec); err != nil {
+	var rec taskRecord
+	if err := s.coll.Maps["hl_tasks"].Lookup(int32(fd), &rec); err != nil {
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return "", fmt.Errorf("thread %d: %w", tid, ErrTaskNotClassified)
 		}

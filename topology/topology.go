@@ -273,3 +273,23 @@ func (t *Topology) String() string {
 	return fmt.Sprintf("%d CPUs (%d online), %d %s domains [%s], %d NUMA nodes [%s], %s",
 		len(t.CPUs), online, len(t.LLCs), cache, list(t.LLCs), len(t.Nodes), list(t.Nodes), smt)
 }
+
+// Uniform is a made-up topology of n online CPUs in LLCs of llcSize (one
+// node, no SMT): the shape the scheduler is checked against for a machine
+// it does not run on.
+func Uniform(n, llcSize int) *Topology {
+	t := &Topology{CPUs: make([]CPU, n), CacheLevel: 3}
+	for c := 0; c < n; c++ {
+		t.CPUs[c] = CPU{ID: c, Online: true, Core: c, LLC: c / llcSize}
+		t.Cores = append(t.Cores, []int{c})
+		if c%llcSize == 0 {
+			t.LLCs = append(t.LLCs, nil)
+		}
+		t.LLCs[len(t.LLCs)-1] = append(t.LLCs[len(t.LLCs)-1], c)
+	}
+	t.Nodes = [][]int{t.LLCs[0][:0:0]}
+	for c := 0; c < n; c++ {
+		t.Nodes[0] = append(t.Nodes[0], c)
+	}
+	return t
+}

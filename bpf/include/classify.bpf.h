@@ -108,16 +108,19 @@ struct hl_task_class {
 	__u32 class_id;
 	__u32 valid;
 	__u32 devices;		/* hl_task_identity.devices */
-	/* When the scheduler last put the task in its fair queue. */
-	__u64 queued_at;
 };
 
+/* The cache's own task storage, for a program that keeps no task context
+ * of its own (the tracer); the scheduler's task context holds the entry,
+ * and it defines HL_CLASSIFY_OWN_STORAGE. */
+#ifndef HL_CLASSIFY_OWN_STORAGE
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct hl_task_class);
 } hl_task_classes SEC(".maps");
+#endif
 
 /* Counted when task storage cannot be created (out of memory): the task is
  * then classified afresh on every event instead of being misclassified. */
@@ -398,12 +401,14 @@ static __always_inline void hl_device_used(struct file *f)
 	}
 }
 
+#ifndef HL_CLASSIFY_OWN_STORAGE
 /* For trusted task pointers: with the device sets in use, through the cache. */
 static __always_inline __u32 hl_classify_cached(struct task_struct *p, struct hl_task_identity *id)
 {
 	hl_device_bits(p, id);
 	return hl_class_in(bpf_task_storage_get(&hl_task_classes, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE), id);
 }
+#endif
 
 /*
  * hl_read_identity_trusted is hl_read_identity for a trusted task pointer
@@ -434,18 +439,15 @@ static __always_inline void hl_read_identity_trusted(struct task_struct *p, stru
 	id->cgroup = cgrp;
 }
 
-/* hl_classify classifies a trusted task pointer through the cache and
- * hands back the task's cache entry in *ctx (NULL without storage), so a
- * caller that keeps more per-task state there looks it up once. */
-static __always_inline __u32 hl_classify(struct task_struct *p, struct hl_task_class **ctx)
+/* hl_classify_entry classifies a trusted task pointer through a cache
+ * entry the caller keeps in task storage of its own (the scheduler's task
+ * context holds one), or afresh when c is NULL. */
+static __always_inline __u32 hl_classify_entry(struct task_struct *p, struct hl_task_class *c)
 {
 	struct hl_task_identity id = {};
-	struct hl_task_class *c;
 
 	hl_read_identity_trusted(p, &id);
 	hl_device_bits(p, &id);
-	c = bpf_task_storage_get(&hl_task_classes, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	*ctx = c;
 	return hl_class_in(c, &id);
 }
 

@@ -6,16 +6,13 @@
  * BTF keeps old and new names side by side:
  *
  *   HL_SCX_API 612  Linux 6.12: scx_bpf_dispatch(), scx_bpf_dispatch_vtime(),
- *                   scx_bpf_consume(), scx_bpf_dispatch_from_dsq();
- *                   dsq_vtime is written directly.
+ *                   scx_bpf_consume().
  *   HL_SCX_API 613  6.13 .. 6.18: scx_bpf_dsq_insert(), scx_bpf_dsq_insert_vtime(),
- *                   scx_bpf_dsq_move_to_local(), scx_bpf_dsq_move();
- *                   dsq_vtime written directly.
+ *                   scx_bpf_dsq_move_to_local().
  *   HL_SCX_API 700  7.x: scx_bpf_dsq_insert___v2() (returns bool),
  *                   scx_bpf_dsq_move_to_local___v2() (takes enq_flags) and
  *                   scx_bpf_reenqueue_local___v2() (returns void) next to
- *                   the old names; dsq_vtime set with scx_bpf_task_set_dsq_vtime();
- *                   scx_bpf_dsq_move() as in 6.13.
+ *                   the old names.
  *
  * cilium/ebpf (v0.22) looks a kfunc up among the types of its name with any
  * "___suffix" stripped and then drops those whose full name differs, but
@@ -49,9 +46,7 @@ void scx_bpf_error_bstr(char *fmt, unsigned long long *data, u32 data__sz) __ksy
 
 /*
  * Walking a DSQ: new/next/destroy form an open-coded iterator, so the
- * verifier needs no loop bound; destroy is due even when new fails. A task
- * the walk yields can be moved to another DSQ with hl_dsq_move() while the
- * iterator is live; it keeps the slice it was inserted with.
+ * verifier needs no loop bound; destroy is due even when new fails.
  */
 int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __ksym;
 struct task_struct *bpf_iter_scx_dsq_next(struct bpf_iter_scx_dsq *it) __ksym;
@@ -62,13 +57,9 @@ void scx_bpf_dispatch(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flag
 void scx_bpf_dispatch_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 vtime,
 			    u64 enq_flags) __ksym;
 bool scx_bpf_consume(u64 dsq_id) __ksym;
-bool scx_bpf_dispatch_from_dsq(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p,
-			       u64 dsq_id, u64 enq_flags) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dispatch(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dispatch_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_consume(dsq)
-#define hl_dsq_move(it, p, dsq, fl) scx_bpf_dispatch_from_dsq(it, p, dsq, fl)
-#define hl_set_dsq_vtime(p, vt) ((p)->scx.dsq_vtime = (vt))
 u32 scx_bpf_reenqueue_local(void) __ksym;
 #define hl_reenqueue_local() scx_bpf_reenqueue_local()
 
@@ -77,13 +68,9 @@ void scx_bpf_dsq_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_fl
 void scx_bpf_dsq_insert_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 vtime,
 			      u64 enq_flags) __ksym;
 bool scx_bpf_dsq_move_to_local(u64 dsq_id) __ksym;
-bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id,
-		      u64 enq_flags) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dsq_insert(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dsq_insert_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_dsq_move_to_local(dsq)
-#define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
-#define hl_set_dsq_vtime(p, vt) ((p)->scx.dsq_vtime = (vt))
 u32 scx_bpf_reenqueue_local(void) __ksym;
 #define hl_reenqueue_local() scx_bpf_reenqueue_local()
 
@@ -93,14 +80,9 @@ bool scx_bpf_dsq_insert___v2(struct task_struct *p, u64 dsq_id, u64 slice,
 void scx_bpf_dsq_insert_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 vtime,
 			      u64 enq_flags) __ksym;
 bool scx_bpf_dsq_move_to_local___v2(u64 dsq_id, u64 enq_flags) __ksym;
-bool scx_bpf_task_set_dsq_vtime(struct task_struct *p, u64 vtime) __ksym;
-bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id,
-		      u64 enq_flags) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dsq_insert___v2(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dsq_insert_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_dsq_move_to_local___v2(dsq, 0)
-#define hl_set_dsq_vtime(p, vt) scx_bpf_task_set_dsq_vtime(p, vt)
-#define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
 void scx_bpf_reenqueue_local___v2(void) __ksym;
 #define hl_reenqueue_local() scx_bpf_reenqueue_local___v2()
 
@@ -126,6 +108,7 @@ void scx_bpf_reenqueue_local___v2(void) __ksym;
 #define HL_ENQ_PREEMPT	HL_ENUM(scx_enq_flags, SCX_ENQ_PREEMPT)
 #define HL_ENQ_REENQ	HL_ENUM(scx_enq_flags, SCX_ENQ_REENQ)
 #define HL_TASK_QUEUED	HL_ENUM(scx_ent_flags, SCX_TASK_QUEUED)
+#define HL_DEQ_SLEEP	HL_ENUM(scx_deq_flags, SCX_DEQ_SLEEP)
 
 /*
  * scx_bpf_error() with up to three arguments: the kfunc takes the format

@@ -25,9 +25,9 @@ func runRun(ctx context.Context, args []string) (code int) {
 	interval := durationFlag(fs, "stats-interval", time.Second, 100*time.Millisecond, 0, "how often to print a stats line")
 	quiet := fs.Bool("q", false, "print no stats lines")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. 127.0.0.1:9464): per class tasks enqueued and started, the policy's decisions, whether the scheduler is enabled and how earlier loads ended")
-	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file; the lines collect beside it in .NAME.hotlane-tmp-*, which replaces the file when the run ends (a run killed with SIGKILL leaves the old file)")
+	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file; it replaces an existing file once the scheduler is enabled (a run that fails to start leaves it as it was)")
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
-	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a CPU that the lane kept this long from normal work, while normal tasks waited, gives the longest-waiting one a turn (half this, rounded up to a tick); the startup line prints the resulting bound")
+	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a CPU that gave the lane this much CPU time while normal tasks waited serves them for half this before the lane again; the startup line prints the resulting bound")
 	debugError := fs.Uint64("debug-error-after", 0, "testing only: make the BPF code fail with scx_bpf_error after N enqueues")
 	cost := fs.Bool("cost", false, "on exit, print each scheduler callback's runs and BPF run time (turns on the kernel's BPF run-time statistics: two clock reads per callback)")
 	restarts := intFlag(fs, "restart-on-error", 0, 0, 100, "when the scheduler ends with an error exit (scx_bpf_error, watchdog stall), load it again, at most N times")
@@ -102,12 +102,13 @@ Flags:
 	if *quiet {
 		opts.Text = nil
 	}
+	var statsFile *safefile.File
 	if *statsJSON != "" {
 		// Created before loading, so that a bad path fails first. The
 		// lines go to a temporary file beside it, which replaces the
-		// file when the run ends (a killed run leaves the old one); one
-		// stopped before the scheduler was enabled (sched_ext missing,
-		// --timeout out of range) leaves the old file as it was.
+		// file once the scheduler is enabled, so that it can be
+		// followed as it grows; a run stopped before that (sched_ext
+		// missing, --timeout out of range) leaves the old file as it was.
 		f, err := safefile.Create(*statsJSON, anyoneReads)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
@@ -124,6 +125,7 @@ Flags:
 			}
 		}()
 		opts.JSON = f
+		statsFile = f
 	}
 	if opts.Text == nil && opts.JSON == nil {
 		opts.StatsInterval = 0
@@ -132,15 +134,19 @@ Flags:
 		Table: table, Partial: *partial, Timeout: *timeout, Starvation: *starvation, DebugErrorAfter: *debugError,
 		MeasureCost: *cost, Progress: os.Stderr,
 	}
-	bound := "unknown"
+	bound := "the starvation bound is unknown (no scheduler tick)"
 	if tick, err := sched.Tick(); err == nil {
-		bound = cfg.GuardedWaitBound(tick).String()
+		bound = cfg.Bound(tick).String()
 	}
 	opts.Started = func(s *sched.Scheduler) {
 		ran = true
-		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, %s mode; a normal task waits at most %s behind high-priority ones while up to 8 wait); classes:\n",
-			s.Object, map[bool]string{true: "partial", false: "full"}[*partial], bound)
+		if err := statsFile.Publish(); err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
+		}
+		fmt.Fprintf(os.Stderr, "hotlane: scheduler enabled (kfunc generation %s, %s mode); classes:\n",
+			s.Object, map[bool]string{true: "partial", false: "full"}[*partial])
 		printClasses(os.Stderr, "hotlane:   ", p)
+		fmt.Fprintf(os.Stderr, "hotlane: starvation guard: %s\n", bound)
 		fmt.Fprintf(os.Stderr, "hotlane: cpus: %s\n", s.Topology)
 		fmt.Fprintf(os.Stderr, "hotlane: %s\n", s.Load)
 	}

@@ -103,10 +103,12 @@ func underlying(err error) error {
 }
 
 // File is a file being written. Nothing is visible at its path until
-// Commit; Abort (or a crash) leaves the path as it was.
+// Commit (or Publish, for a stream); Abort (or a crash) before then
+// leaves the path as it was.
 type File struct {
-	tmp  *os.File
-	path string
+	tmp       *os.File
+	path      string
+	published bool
 }
 
 // Create starts writing path with mode perm (exactly, whatever the
@@ -147,8 +149,8 @@ func Create(path string, perm fs.FileMode) (*File, error) {
 // Write writes p to the temporary file.
 func (f *File) Write(p []byte) (int, error) { return f.tmp.Write(p) }
 
-// Commit syncs the file and renames it over its target. Afterwards, or
-// on an error, the temporary file is gone.
+// Commit syncs the file and renames it over its target (unless Publish
+// did already). Afterwards, or on an error, the temporary file is gone.
 func (f *File) Commit() error {
 	if f.tmp == nil {
 		return fmt.Errorf("write %s: already committed or aborted", f.path)
@@ -159,17 +161,41 @@ func (f *File) Commit() error {
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		// Made a link or a directory while the run went on? A rename
-		// would replace it; refuse instead, as Create would have.
-		err = checkTarget(f.path)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), f.path)
+	if err == nil && !f.published {
+		err = f.rename(tmp)
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		if !f.published {
+			os.Remove(tmp.Name())
+		}
 		return fmt.Errorf("write %s: %w", f.path, underlying(err))
+	}
+	return nil
+}
+
+// Publish renames the file over its target now, for a stream that a
+// reader follows as it grows (JSON lines each interval): what was at the
+// path is replaced once the stream has begun, not before, and writes go
+// on to the same file. Commit then only syncs and closes it.
+func (f *File) Publish() error {
+	if f == nil || f.tmp == nil || f.published {
+		return nil
+	}
+	if err := f.rename(f.tmp); err != nil {
+		return fmt.Errorf("write %s: %w", f.path, underlying(err))
+	}
+	f.published = true
+	return nil
+}
+
+func (f *File) rename(tmp *os.File) error {
+	// Made a link or a directory while the run went on? A rename would
+	// replace it; refuse instead, as Create would have.
+	if err := checkTarget(f.path); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), f.path); err != nil {
+		return err
 	}
 	syncDir(filepath.Dir(f.path))
 	return nil
@@ -193,7 +219,9 @@ func (f *File) Abort() {
 		return
 	}
 	f.tmp.Close()
-	os.Remove(f.tmp.Name())
+	if !f.published {
+		os.Remove(f.tmp.Name())
+	}
 	f.tmp = nil
 }
 

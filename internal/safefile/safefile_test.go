@@ -216,3 +216,40 @@ func TestCheckCreatesNothing(t *testing.T) {
 		t.Errorf("Check created %v", entries)
 	}
 }
+
+// A stream replaces its target when published, not before, and goes on
+// growing there: a reader following the path sees every line written
+// after, and Commit leaves it in place.
+func TestPublishedStreamGrowsInPlace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stats.jsonl")
+	if err := os.WriteFile(path, []byte("PRECIOUS"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Create(path, Readable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(f, "1\n")
+	if got := readFile(t, path); got != "PRECIOUS" {
+		t.Errorf("before Publish the target holds %q, want it untouched", got)
+	}
+	if err := f.Publish(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, path); got != "1\n" {
+		t.Errorf("after Publish the target holds %q", got)
+	}
+	io.WriteString(f, "2\n")
+	if got := readFile(t, path); got != "1\n2\n" {
+		t.Errorf("a line written after Publish: the target holds %q", got)
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	f.Abort()
+	wantUntouched(t, path, "1\n2\n", "Commit and Abort after Publish")
+	if tmp := leftovers(t, dir); len(tmp) != 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+}

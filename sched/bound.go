@@ -1,0 +1,94 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// DefaultMinSlice is the shortest slice the fair class gives (min_slice_ns
+// in sched_fair.bpf.h): slices shrink with the number of waiting tasks and
+// with weight below nice 0, never below this.
+const DefaultMinSlice = 500 * time.Microsecond
+
+// Bound is the starvation guard's promise: the longest a normal (fair
+// class) task waits for a CPU while high-priority (lane) tasks keep every
+// CPU it may run on busy. It holds for any number of waiting tasks; the
+// number sets how long (For).
+//
+// The guard is a reservation (sched_guard.bpf.h): a CPU that has given the
+// lane Starvation of CPU time since it last served the fair side, while
+// fair tasks it may run waited, serves the fair side for Starvation/2. It
+// notices at its next dispatch, at the latest when the lane slice it runs
+// ends on a tick; meanwhile the normal task the lane preempted may resume
+// the rest of its slice, which counts for neither. So every Period =
+// Starvation + lane slice + tick + normal slice + Starvation/2, the CPU
+// gives the fair side at least Starvation/2.
+//
+// Within the fair side, tasks run in deadline order with slices that
+// shrink as more wait, so that serving the n tasks waiting per CPU takes
+// at most max(n × MinSlice, normal slice) of fair time, plus the slice of
+// the task running when it arrived. A task of weight below nice 0 also
+// waits out the deadline of its lighter request: MinSlice × 1024/weight
+// of others' time (nice 19: 34 ms).
+type Bound struct {
+	Starvation, LaneSlice, NormalSlice, Tick, MinSlice time.Duration
+}
+
+// Bound returns the guard's bound for this configuration on a kernel
+// whose scheduler tick is tick (see Tick).
+func (c Config) Bound(tick time.Duration) Bound {
+	b := Bound{Starvation: c.Starvation, Tick: tick, MinSlice: DefaultMinSlice}
+	if b.Starvation == 0 {
+		b.Starvation = DefaultStarvation
+	}
+	if c.Table != nil {
+		for _, cl := range c.Table.Classes {
+			if cl.HighPriority != 0 {
+				b.LaneSlice = max(b.LaneSlice, time.Duration(cl.SliceNs))
+			} else {
+				b.NormalSlice = max(b.NormalSlice, time.Duration(cl.SliceNs))
+			}
+		}
+	}
+	return b
+}
+
+// Period is the longest a CPU the lane saturates takes to give the fair
+// side Starvation/2.
+func (b Bound) Period() time.Duration {
+	return b.Starvation + b.LaneSlice + b.Tick + b.NormalSlice + b.Starvation/2
+}
+
+// For is the bound for a nice-0 task with at most waiting normal tasks
+// per CPU (itself included).
+func (b Bound) For(waiting int) time.Duration {
+	return b.turns(max(time.Duration(waiting)*b.MinSlice, b.NormalSlice) + b.NormalSlice)
+}
+
+// ForWeight is For for a task of weight (nice 0: 1024, nice 19: 15).
+func (b Bound) ForWeight(waiting int, weight float64) time.Duration {
+	extra := time.Duration(0)
+	if weight > 0 && weight < 1024 {
+		extra = time.Duration(float64(b.MinSlice) * 1024 / weight)
+	}
+	return b.turns(max(time.Duration(waiting)*b.MinSlice, b.NormalSlice) + b.NormalSlice + extra)
+}
+
+// turns is how long a CPU the lane saturates takes to give the fair side
+// work of fair time: whole turns of Starvation/2, each a Period.
+func (b Bound) turns(work time.Duration) time.Duration {
+	turn := b.Starvation / 2
+	n := int64(math.Ceil(float64(work) / float64(turn)))
+	return time.Duration(n) * b.Period()
+}
+
+// NiceWeight is the kernel's weight of a nice level, 1024 at nice 0 and
+// 1.25 times less for each level up (nice 19: about 15).
+func NiceWeight(nice int) float64 { return 1024 / math.Pow(1.25, float64(nice)) }
+
+// String says the bound as the start-up line prints it.
+func (b Bound) String() string {
+	return fmt.Sprintf("a normal task waits at most %s behind the lane with up to 8 normal tasks waiting per CPU, %s with 64, and a nice-19 one %s with 8 (Starvation/2 = %s of fair time every %s)",
+		b.For(8), b.For(64), b.ForWeight(8, NiceWeight(19)), b.Starvation/2, b.Period())
+}
