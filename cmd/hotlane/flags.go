@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,10 +89,17 @@ func durationFlag(fs *flag.FlagSet, name string, value, lo, hi time.Duration, us
 }
 
 // flagGiven reports whether the command line set the flag, as opposed to
-// leaving its default.
+// leaving its default, in either spelling: -d 2s sets --duration as much
+// as --duration 2s does.
 func flagGiven(fs *flag.FlagSet, name string) bool {
+	names := []string{name}
+	for _, s := range shortFlags() {
+		if s[1] == name {
+			names = append(names, s[0])
+		}
+	}
 	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	fs.Visit(func(f *flag.Flag) { given = given || slices.Contains(names, f.Name) })
 	return given
 }
 
