@@ -16,6 +16,7 @@ import (
 
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 	"github.com/hotlane/hotlane/vm"
 	"github.com/hotlane/hotlane/workloads"
@@ -87,7 +88,10 @@ bound. Needs a sched_ext kernel for the sched_ext variants: run it inside
 
 Exit status: 0 all variants ran and hotlane met the bound, 1 the bound
 failed, 2 error (including a variant that was skipped, failed to start or
-ended mid-run). In CI: --junit writes a JUnit report, and under GitHub
+ended mid-run), 3 interrupted: Ctrl-C or SIGTERM ended the bench before
+its rounds were done; the report is written with the whole rounds
+measured and says INTERRUPTED (report.json "verdict": "interrupted", a
+JUnit error per case), but it is no verdict. In CI: --junit writes a JUnit report, and under GitHub
 Actions (GITHUB_ACTIONS=true) each variant and clause also becomes an
 annotation on standard output.
 
@@ -227,10 +231,14 @@ Flags:
 		Progress:      os.Stderr,
 	}
 	runs, err := b.Run(ctx)
-	if err != nil {
+	interrupted := errors.Is(err, report.ErrInterrupted)
+	if err != nil && !interrupted {
 		return fail(err)
 	}
 	rep := workloads.NewReport(started, runs, skipped, *baseline, bounds)
+	if interrupted {
+		rep.Interrupt()
+	}
 	if err := rep.WriteText(os.Stdout); err != nil {
 		return fail(err)
 	}
@@ -242,13 +250,10 @@ Flags:
 	if err := ci.write("hotlane bench", started, rep.Cases(time.Since(started))); err != nil {
 		return fail(err)
 	}
-	switch {
-	case !rep.Complete:
+	if !rep.Complete && !rep.Interrupted {
 		return exitError
-	case !rep.Pass:
-		return exitFail
 	}
-	return exitOK
+	return exitCode(rep.Verdict)
 }
 
 func variantNames(vs []workloads.Variant) string {

@@ -743,28 +743,17 @@ func TestDurationZeroRunsUntilSignal(t *testing.T) {
 		{"probe", "xdp", "--iface", "lo", "-q"},
 	} {
 		name := strings.Join(args[:len(args)-1], " ")
-		cmd := exec.Command(bin, append(args, "--duration", "0", "--json", "-")...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			t.Errorf("%s --duration 0 ended by itself (%v): %s", name, err, stderr.String())
-			continue
-		case <-time.After(1500 * time.Millisecond):
-		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := <-done; err != nil {
-			t.Errorf("%s --duration 0, then SIGTERM: %v\n%s", name, err, stderr.String())
+		stdout, stderr, code, err := signalledRun(bin, append(args, "--duration", "0", "--json", "-")...)
+		if err != nil || code != exitOK {
+			t.Errorf("%s --duration 0, then SIGTERM: exit %d, %v\n%s", name, code, err, stderr)
 			continue
 		}
 		var h report.Header
-		if err := json.Unmarshal(stdout.Bytes(), &h); err != nil || h.Elapsed < time.Second {
-			t.Errorf("%s: after SIGTERM, elapsed %v (%v), want the second and more it ran:\n%s", name, h.Elapsed, err, stdout.String())
+		// How much of the pause before the signal was measured depends
+		// on how long attaching took on a busy machine: only that some
+		// was, and that it is not called an interruption.
+		if err := json.Unmarshal([]byte(stdout), &h); err != nil || h.Elapsed <= 0 || h.Interrupted {
+			t.Errorf("%s: after SIGTERM, elapsed %v, interrupted %v (%v), want what it ran, not interrupted:\n%s", name, h.Elapsed, h.Interrupted, err, stdout)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/dma"
+	"github.com/hotlane/hotlane/report"
 )
 
 func runProbeDMA(ctx context.Context, args []string) int {
@@ -40,10 +41,12 @@ Examples:
   hotlane probe dma --json dma.json --hook fentry
   hotlane probe dma --events dma_map_phys,dma_unmap_phys
 
+%s
+
 Tracepoints it knows: %s
 
 Flags:
-`, strings.Join(dma.KnownTracepoints(), ", "))
+`, probeExitHelp, strings.Join(dma.KnownTracepoints(), ", "))
 		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
@@ -103,5 +106,5 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 		return exitError
 	}
-	return exitOK
+	return exitCode(report.Judge(res.Interrupted, true))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/ioctl"
+	"github.com/hotlane/hotlane/report"
 )
 
 func runProbeIoctl(ctx context.Context, args []string) int {
@@ -60,7 +61,7 @@ It uses the cheapest hook the kernel offers: fentry/fexit on the ioctl
 syscall, else the syscalls:sys_enter_ioctl/sys_exit_ioctl tracepoints
 (mounting tracefs if needed), else tp_btf or raw_tp on sys_enter/sys_exit.
 
-Exit status: 0 measured, 2 error.
+%s
 
 Examples:
   hotlane probe ioctl --duration 30s
@@ -69,7 +70,7 @@ Examples:
   hotlane probe ioctl --dev /dev/nvidia0 --wakeups --slow 5ms
 
 Flags:
-`)
+`, probeExitHelp)
 		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
@@ -131,5 +132,5 @@ Flags:
 	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
 		return fail(err)
 	}
-	return exitOK
+	return exitCode(report.Judge(res.Interrupted, true))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/xdp"
+	"github.com/hotlane/hotlane/report"
 )
 
 func runProbeXDP(ctx context.Context, args []string) int {
@@ -50,8 +51,10 @@ Examples:
   hotlane probe xdp --iface eth0 --drop icmp,icmpv6 --allow-udp-ports 53,123
   hotlane probe xdp --iface eth0 --policy drop.json --json - | jq .classes
 
+%s
+
 Flags:
-`)
+`, probeExitHelp)
 		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
@@ -82,12 +85,7 @@ Flags:
 		return fail(err)
 	}
 	defer jsonOut.discard()
-	if *duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *duration)
-		defer cancel()
-	}
-	opts := xdp.Options{Progress: os.Stderr, Interval: *interval}
+	opts := xdp.Options{Duration: *duration, Progress: os.Stderr, Interval: *interval}
 	if *quiet {
 		opts.Progress = nil
 	}
@@ -125,5 +123,5 @@ Flags:
 	if err := jsonOut.write(rep.WriteJSON); err != nil {
 		return fail(err)
 	}
-	return exitOK
+	return exitCode(report.Judge(rep.Interrupted, true))
 }

@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -69,4 +74,118 @@ func TestVerifyListenWithDurationExits(t *testing.T) {
 			t.Errorf("verify --listen %v: no report:\n%s", dur, stdout.String())
 		}
 	}
+}
+
+// A signal before --duration is over is no verdict: verify, the probes
+// and the bench write their reports marked INTERRUPTED (text, JSON,
+// JUnit) and exit 3, whatever the bound would have said. (A signal is the
+// normal end without a duration: TestDurationZeroRunsUntilSignal.)
+func TestSignalBeforeDurationIsInterrupted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attaches the tracer and probes: needs root")
+	}
+	bin := hotlaneBinary(t)
+	dir := t.TempDir()
+	junit := filepath.Join(dir, "early.xml")
+	for _, c := range []struct {
+		name  string
+		args  []string
+		json  string // the JSON document's path; "-": standard output
+		junit bool   // a command with a verdict and --junit
+	}{
+		{"verify", []string{"verify", "-d", "60s", "--bound", "normal:p99<=1s", "--top", "0", "--junit", junit, "--json", "-"}, "-", true},
+		{"probe ioctl", []string{"probe", "ioctl", "-d", "60s", "--json", "-"}, "-", false},
+		{"probe dma", []string{"probe", "dma", "-d", "60s", "--json", "-"}, "-", false},
+		{"probe xdp", []string{"probe", "xdp", "--iface", "lo", "-d", "60s", "--json", "-"}, "-", false},
+		{"bench", []string{"bench", "--schedulers", "eevdf", "--hogs", "0", "--cyclictest", "none", "--warmup", "0s",
+			"-d", "60s", "--repeats", "1", "--bound", "", "--out", dir, "--junit", junit}, filepath.Join(dir, "report.json"), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(junit)
+			stdout, stderr, code, err := signalledRun(bin, c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != exitInterrupted {
+				t.Errorf("exit %d, want %d (interrupted)\nstderr:\n%s", code, exitInterrupted, stderr)
+			}
+			text := stdout + stderr
+			if !strings.Contains(text, "INTERRUPTED after") {
+				t.Errorf("the text report does not say INTERRUPTED:\n%s", text)
+			}
+			doc := []byte(stdout)
+			if c.json != "-" {
+				var err error
+				if doc, err = os.ReadFile(c.json); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var res struct {
+				Interrupted bool    `json:"interrupted"`
+				Verdict     *string `json:"verdict"`
+				Pass        *bool   `json:"pass"`
+			}
+			if err := json.Unmarshal(doc, &res); err != nil {
+				t.Fatalf("JSON: %v\n%s", err, doc)
+			}
+			if !res.Interrupted {
+				t.Errorf("JSON: interrupted is false")
+			}
+			if c.junit && (res.Verdict == nil || *res.Verdict != "interrupted") { // verify and bench judge
+				t.Errorf("JSON: verdict %v, want interrupted", res.Verdict)
+			}
+			if res.Pass != nil && *res.Pass {
+				t.Errorf("JSON: pass is true for an interrupted run")
+			}
+			if !c.junit {
+				return
+			}
+			data, err := os.ReadFile(junit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var suites struct {
+				Failures int `xml:"failures,attr"`
+				Errors   int `xml:"errors,attr"`
+			}
+			if err := xml.Unmarshal(data, &suites); err != nil {
+				t.Fatal(err)
+			}
+			if suites.Errors == 0 || !strings.Contains(string(data), "INTERRUPTED") {
+				t.Errorf("JUnit: %d errors, %d failures, want the interruption as an error:\n%s", suites.Errors, suites.Failures, data)
+			}
+		})
+	}
+}
+
+// signalledRun runs hotlane with args, sends it SIGTERM after a moment in
+// which it must not have ended by itself, and returns its output and exit
+// code once it has ended (an error if it did not, within a minute).
+func signalledRun(bin string, args ...string) (stdout, stderr string, code int, err error) {
+	cmd := exec.Command(bin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		return "", "", 0, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Not a timing: any moment before the run would end will do.
+	select {
+	case err := <-done:
+		return out.String(), errOut.String(), 0, fmt.Errorf("hotlane %v ended by itself before the signal (%v):\n%s", args, err, errOut.String())
+	case <-time.After(1500 * time.Millisecond):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		return out.String(), errOut.String(), 0, fmt.Errorf("hotlane %v still runs a minute after SIGTERM:\n%s", args, errOut.String())
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return out.String(), errOut.String(), exitErr.ExitCode(), nil
+	}
+	return out.String(), errOut.String(), 0, err
 }

@@ -635,5 +635,6 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	}
 	ew.Printf("\n")
 	ew.Do(r.Losses.WriteText)
+	ew.Do(r.WriteInterrupted)
 	return ew.Err()
 }
