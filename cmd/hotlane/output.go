@@ -10,10 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
-	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/report"
 )
 
@@ -157,16 +155,3 @@ func (c *ciOutputs) write(name string, started time.Time, cases []report.Case) e
 }
 
 func (c *ciOutputs) discard() { c.junit.discard() }
-
-// serveMetrics serves c on addr/metrics for the command cmd, saying where
-// on standard error unless quiet. The caller closes the server when done.
-func serveMetrics(cmd, addr string, quiet bool, c prometheus.Collector) (*metrics.Server, error) {
-	srv, err := metrics.Serve(addr, c)
-	if err != nil {
-		return nil, err
-	}
-	if !quiet {
-		fmt.Fprintf(os.Stderr, "%s: metrics on http://%s/metrics\n", cmd, srv.Addr)
-	}
-	return srv, nil
-}

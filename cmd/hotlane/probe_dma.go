@@ -18,6 +18,7 @@ func runProbeDMA(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe dma", flag.ContinueOnError)
 	duration := durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464): per device DMA-API calls, failed calls and bytes by kind, map latency histograms, losses")
+	webConfig := webConfigFlag(fs)
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	interval := durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
 	quiet := fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
@@ -82,7 +83,7 @@ Flags:
 	var col *metrics.DMACollector
 	if *listen != "" {
 		col = metrics.NewDMACollector()
-		srv, err := serveMetrics("hotlane probe dma", *listen, *quiet, col)
+		srv, err := serveMetrics("hotlane probe dma", *listen, *webConfig, *quiet, col)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 			return exitError

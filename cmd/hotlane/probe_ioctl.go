@@ -17,6 +17,7 @@ func runProbeIoctl(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe ioctl", flag.ContinueOnError)
 	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM, which is also the default with --listen")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464): per device and command the latency histogram at hotlane's bucket edges and failed calls, losses, BPF run time")
+	webConfig := webConfigFlag(fs)
 	jsonPath := fs.String("json", "", "also write the full result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (a thread id means its process)")
 	comm := fs.String("comm", "", "trace only threads whose comm, or whose process's comm, starts with this")
@@ -112,7 +113,7 @@ Flags:
 	var col *metrics.IoctlCollector
 	if *listen != "" {
 		col = metrics.NewIoctlCollector()
-		srv, err := serveMetrics("hotlane probe ioctl", *listen, *quiet, col)
+		srv, err := serveMetrics("hotlane probe ioctl", *listen, *webConfig, *quiet, col)
 		if err != nil {
 			return fail(err)
 		}

@@ -23,6 +23,7 @@ func runRun(ctx context.Context, args []string) int {
 	interval := durationFlag(fs, "stats-interval", time.Second, 100*time.Millisecond, 0, "how often to print a stats line")
 	quiet := fs.Bool("q", false, "print no stats lines")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. 127.0.0.1:9464): per class tasks enqueued and started, the policy's decisions, whether the scheduler is enabled and how earlier loads ended")
+	webConfig := webConfigFlag(fs)
 	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file")
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
 	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a CPU that the lane kept this long from normal work, while normal tasks waited, gives the longest-waiting one a turn (half this, rounded up to a tick); the startup line prints the resulting bound")
@@ -150,7 +151,7 @@ Flags:
 	}
 	if *listen != "" {
 		col := metrics.NewSchedulerCollector()
-		srv, err := serveMetrics("hotlane run", *listen, *quiet, col)
+		srv, err := serveMetrics("hotlane run", *listen, *webConfig, *quiet, col)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError

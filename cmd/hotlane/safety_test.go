@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A flag counts as given in either spelling: -d 2s is --duration 2s.
@@ -188,4 +190,30 @@ func signalledRun(bin string, args ...string) (stdout, stderr string, code int, 
 		return out.String(), errOut.String(), exitErr.ExitCode(), nil
 	}
 	return out.String(), errOut.String(), 0, err
+}
+
+// --listen with no host, or an unspecified one, warns that it listens on
+// every interface, even with -q; a host does not. A --web-config that
+// cannot serve (a FIFO, a missing file) is one clear line before
+// anything is attached.
+func TestListenFlags(t *testing.T) {
+	bin := hotlaneBinary(t)
+	const warning = "listens on every interface"
+	for _, c := range []struct {
+		addr string
+		warn bool
+	}{{":0", true}, {"0.0.0.0:0", true}, {"127.0.0.1:0", false}} {
+		// Without root the probe fails after serving; the warning
+		// comes first either way.
+		_, stderr, _ := runCLI(t, bin, "probe", "dma", "--listen", c.addr, "-d", "200ms", "-q")
+		if got := strings.Contains(stderr, warning); got != c.warn {
+			t.Errorf("--listen %s: warning %v, want %v:\n%s", c.addr, got, c.warn, stderr)
+		}
+	}
+	fifo := filepath.Join(t.TempDir(), "web.yml")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantOneErrorLine(t, bin, []string{"probe", "dma", "--listen", "127.0.0.1:0", "--web-config", fifo}, "named pipe")
+	wantOneErrorLine(t, bin, []string{"verify", "--listen", "127.0.0.1:0", "--web-config", "/nonexistent/web.yml"}, "/nonexistent/web.yml")
 }

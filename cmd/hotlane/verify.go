@@ -22,6 +22,7 @@ func runVerify(ctx context.Context, args []string) int {
 	bound := fs.String("bound", "", "latency bound to check, e.g. 'inference:p99<=200us,max<=5ms' (classes separated by ';'; without CLASS: the first class; CLASS/wait: checks the wait from the wake-up instead of the felt view)")
 	duration := durationFlag(fs, "duration", 10*time.Second, 0, 0, "how long to measure (Ctrl-C ends early); 0: until Ctrl-C or SIGTERM, which is also the default with --listen")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464 or :9464): latency histograms per class and view at hotlane's bucket edges, events, losses, BPF run time")
+	webConfig := webConfigFlag(fs)
 	jsonPath := fs.String("json", "", "also write the full report as JSON to this file (-: standard output, and the text report goes to standard error)")
 	junitPath := fs.String("junit", "", "also write the bound's verdicts as a JUnit XML report to this file: one test case per clause, a failure per clause not met (CI systems read it)")
 	pid := intFlag(fs, "pid", 0, 0, maxPID, "trace only this process (tgid)")
@@ -171,7 +172,7 @@ Flags:
 	var tracerMetrics *metrics.TracerCollector
 	if *listen != "" {
 		tracerMetrics = metrics.NewTracerCollector()
-		srv, err := serveMetrics("hotlane verify", *listen, *quiet, tracerMetrics)
+		srv, err := serveMetrics("hotlane verify", *listen, *webConfig, *quiet, tracerMetrics)
 		if err != nil {
 			return fail(err)
 		}
