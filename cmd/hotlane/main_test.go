@@ -25,6 +25,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/ioctl"
 	"github.com/hotlane/hotlane/report"
 )
@@ -663,6 +664,16 @@ func TestDaemonSetExample(t *testing.T) {
 	}
 	if len(args) < 2 || args[0] != "verify" {
 		t.Fatalf("args %v, want verify and its flags", args)
+	}
+	// A privileged pod serves no plain HTTP to every network the node is
+	// on: verify listens on a host, behind the authenticating proxy.
+	if i := slices.Index(args, "--listen"); i < 0 || i+1 == len(args) || metrics.BindsEverywhere(args[i+1]) {
+		t.Errorf("args %v: want --listen on a host (127.0.0.1), not every interface", args)
+	}
+	for _, kind := range []string{"kind: NetworkPolicy", "kube-rbac-proxy"} {
+		if !strings.Contains(string(data), kind) {
+			t.Errorf("the DaemonSet has no %s in front of the metrics", kind)
+		}
 	}
 	for i, a := range args {
 		if a == "/etc/hotlane/policy.json" {
