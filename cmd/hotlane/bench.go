@@ -37,7 +37,7 @@ func runBench(ctx context.Context, args []string) int {
 	repeats := intFlag(fs, "repeats", 3, 1, 100, "rounds over the list, alternating the order")
 	fifoPrio := intFlag(fs, "fifo-priority", workloads.DefaultFIFOPriority, 1, 99, "SCHED_FIFO priority of the lane under eevdf+fifo")
 	enableTimeout := durationFlag(fs, "enable-timeout", workloads.DefaultEnableTimeout, 100*time.Millisecond, 10*time.Minute, "how long a scheduler program may take to enable sched_ext")
-	period := fs.Duration("period", 10*time.Millisecond, "default workload: inference task period (100 Hz by default)")
+	period := durationFlag(fs, "period", 10*time.Millisecond, workloads.MinPeriod, 0, "default workload: inference task period (100 Hz by default)")
 	compute := durationFlag(fs, "compute", 2*time.Millisecond, 0, 0, "default workload: inference task CPU time per period")
 	hogs := intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "default workload: CPU hog threads (default: 2x the CPUs)")
 	workloadName := fs.String("workload", workloads.WorkloadDefault, "the workload: "+strings.Join(workloads.BuiltinWorkloads, " or ")+" (cyclictest over stress-ng --cpu 2N), or a workload file (JSON, see workloads/examples/), which overrides --period, --compute and --hogs")
@@ -178,7 +178,7 @@ Flags:
 		if len(comms) > 0 {
 			return fail(fmt.Errorf("--policy and --inference-comm both given: put the comms in the policy file"))
 		}
-		if pol, err = policy.Load(*policyPath); err != nil {
+		if pol, err = policy.Load(ctx, *policyPath); err != nil {
 			return fail(err)
 		}
 	} else {

@@ -63,7 +63,7 @@ Flags:
 	}
 
 	if *checkPolicy != "" {
-		p, err := policy.Load(*checkPolicy)
+		p, err := policy.Load(ctx, *checkPolicy)
 		if err == nil {
 			_, err = p.Compile("")
 		}
@@ -82,7 +82,7 @@ Flags:
 			return exitError
 		}
 		var err error
-		if p, err = policy.Load(*policyPath); err != nil {
+		if p, err = policy.Load(ctx, *policyPath); err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError
 		}

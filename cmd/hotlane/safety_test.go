@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/workloads"
 )
 
 // A flag counts as given in either spelling: -d 2s is --duration 2s.
@@ -216,4 +218,65 @@ func TestListenFlags(t *testing.T) {
 	}
 	wantOneErrorLine(t, bin, []string{"probe", "dma", "--listen", "127.0.0.1:0", "--web-config", fifo}, "named pipe")
 	wantOneErrorLine(t, bin, []string{"verify", "--listen", "127.0.0.1:0", "--web-config", "/nonexistent/web.yml"}, "/nonexistent/web.yml")
+}
+
+// A FIFO given where a file is read (a policy, a workload) is refused at
+// once with one line, instead of an open that waits for a writer forever.
+func TestFIFOInputsRefusedAtOnce(t *testing.T) {
+	bin := hotlaneBinary(t)
+	fifo := filepath.Join(t.TempDir(), "input.json")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"verify", "--policy", fifo, "-d", "1s"},
+		{"run", "--check-policy", fifo},
+		{"bench", "--workload", fifo, "--out", t.TempDir()},
+		{"bench", "--policy", fifo, "--out", t.TempDir()},
+		{"workload", "--file", fifo, "-d", "1s"},
+		{"probe", "xdp", "--iface", "lo", "--policy", fifo},
+	} {
+		// Generous: refusing takes milliseconds; the old open never
+		// returned.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		hung := ctx.Err() != nil
+		cancel()
+		var exitErr *exec.ExitError
+		switch {
+		case hung:
+			t.Errorf("hotlane %v: still waiting on the FIFO after a minute", args)
+		case !errors.As(err, &exitErr) || exitErr.ExitCode() != exitError:
+			t.Errorf("hotlane %v: %v, want exit %d", args, err, exitError)
+		case strings.Count(strings.TrimSpace(stderr.String()), "\n") > 0 || !strings.Contains(stderr.String(), "named pipe"):
+			t.Errorf("hotlane %v: stderr %q, want one line saying it is a named pipe", args, stderr.String())
+		}
+	}
+}
+
+// Intervals have floors: a nanosecond interval would spin a CPU. 0 still
+// means none where it did.
+func TestIntervalFloors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--interval", "0"}, true},
+		{[]string{"--interval", "100ms"}, true},
+		{[]string{"--interval", "1ns"}, false},
+		{[]string{"--interval", "99ms"}, false},
+		{[]string{"--period", "1ns"}, false},
+		{[]string{"--period", "100us"}, true},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		optionalDurationFlag(fs, "interval", 100*time.Millisecond, "")
+		durationFlag(fs, "period", 10*time.Millisecond, workloads.MinPeriod, 0, "")
+		_, done := parseFlags(fs, c.args)
+		if done == c.ok {
+			t.Errorf("%v: accepted %v, want %v", c.args, !done, c.ok)
+		}
+	}
 }

@@ -9,10 +9,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/infile"
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/verify"
 )
+
+// bigPrealloc is the kernel memory a flag may preallocate before the
+// command says how much, even with -q: the default per-task table (about
+// 16 MiB) stays below it.
+const bigPrealloc = 64 << 20
 
 func runVerify(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
@@ -32,7 +38,7 @@ func runVerify(ctx context.Context, args []string) int {
 	top := intFlag(fs, "top", 10, 0, 1<<20, "list this many tasks with the highest p99 (0: none)")
 	maxTasks := intFlag(fs, "max-tasks", 1024, 1, 65536, "with --top: keep histograms for at most this many tasks (about 16 KiB each); samples of later tasks are left out of the per-task table only")
 	perCPU := fs.Bool("per-cpu", false, "also report per CPU")
-	interval := durationFlag(fs, "interval", 0, 0, 0, "every this long, one line per class with that interval's waits (count, p50, p99, max), as 'runqlat 1' prints a histogram a second; 0: none")
+	interval := optionalDurationFlag(fs, "interval", 100*time.Millisecond, "every this long, one line per class with that interval's waits (count, p50, p99, max), as 'runqlat 1' prints a histogram a second")
 	noHist := fs.Bool("no-histograms", false, "do not draw the per-class histograms")
 	hook := fs.String("hook", "", "force the hook family: tp_btf or raw_tp (default: tp_btf, raw_tp if it cannot attach)")
 	ringBuf := intFlag(fs, "ringbuf-bytes", 0, 0, 1<<30, "size of the violation ring buffer (power of two; default 256 KiB)")
@@ -106,7 +112,7 @@ Flags:
 	var p *policy.Policy
 	var err error
 	if *policyPath != "" {
-		if p, err = policy.Load(*policyPath); err != nil {
+		if p, err = policy.Load(ctx, *policyPath); err != nil {
 			return fail(err)
 		}
 	} else {
@@ -138,6 +144,17 @@ Flags:
 	}
 	if len(tids) > verify.MaxFilterTIDs {
 		return fail(fmt.Errorf("--tid given %d times: at most %d threads", len(tids), verify.MaxFilterTIDs))
+	}
+
+	// A preallocated table: its memory is taken at load, used or not.
+	if *top > 0 {
+		bytes, err := verify.TaskTableBytes(*maxTasks)
+		if err != nil {
+			return fail(err)
+		}
+		if bytes >= bigPrealloc {
+			fmt.Fprintf(os.Stderr, "hotlane verify: --max-tasks %d preallocates about %s of kernel memory for the per-task table (--top 0: none)\n", *maxTasks, infile.Size(bytes>>20<<20))
+		}
 	}
 
 	opts := verify.Options{
