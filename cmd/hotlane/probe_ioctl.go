@@ -41,6 +41,10 @@ func runProbeIoctl(ctx context.Context, args []string) int {
 	hists := fs.Uint64("histograms", 0, "draw the histogram of each (device, command) with at least this many calls (0: none)")
 	wakeups := fs.Bool("wakeups", false, "follow each call through its sleeps: time asleep until the wake-up (a device's completion, say), then the wait to run; hooks sched_switch and sched_waking, which run on every context switch")
 	cost := fs.Bool("cost", false, "report the probe's own BPF run time per program run (adds two clock reads per run, partly inside the measured latencies)")
+	limits := ioctl.DefaultLimits()
+	maxCommands := intFlag(fs, "max-commands", limits.Commands, 1, ioctl.KernelCommandsPerDevice, "keep this many commands of each device apart, those with the most calls; the device's other commands are counted in one row and series, command \"other\" (the kernel tables keep the first 256 of a device apart)")
+	maxDevices := intFlag(fs, "max-devices", limits.Devices, 1, 1<<16, "keep this many devices apart, those with the most calls; the others are counted in one row and series, device \"other\"")
+	maxProcesses := intFlag(fs, "max-processes", limits.Processes, 1, 1<<20, "keep this many per-process rows, the busiest; the others are counted in one row, process \"other\"")
 	quiet := fs.Bool("q", false, "no progress lines and no per-call slow lines; with --json -, no text report either: the JSON alone (machine-only)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane probe ioctl [flags]
@@ -52,6 +56,14 @@ and the calling process. Failed calls are counted per errno, calls slower
 than --slow are printed as they happen, and every event the probe could
 not count is reported. The GPU question "which ioctl on /dev/nvidia* is
 slow" is: hotlane probe ioctl --dev /dev/nvidia0 --slow 1ms
+
+Which commands a process issues, on which files, is up to it: a flood of
+made-up commands on /dev/null must not crowd out the device you care
+about. Each device keeps its --max-commands busiest commands apart (the
+rest are counted as command "other"), the --max-devices busiest devices
+are kept apart (the rest as device "other"), and the report keeps
+--max-processes per-process rows; every call is still counted, and the
+losses say how many went into "other" rows.
 
 With --wakeups, a call that sleeps in the kernel (waiting for a device to
 complete) is split into the time asleep until its wake-up and the wait to
@@ -91,6 +103,7 @@ Flags:
 	cfg := ioctl.Config{
 		Hook: ioctl.Hook(*hook), PID: *pid, Comm: *comm, Dev: *dev,
 		StreamSlow: streamSlow, Slow: slow, RingBufferBytes: *ringBuf, MeasureCost: *cost, Wakeups: *wakeups,
+		Limits: ioctl.Limits{Commands: *maxCommands, Devices: *maxDevices, Processes: *maxProcesses},
 	}
 	opts := ioctl.RunOptions{Duration: *duration}
 	if !*quiet {
