@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -75,6 +76,15 @@ func (m Mix) Tasks() int {
 		n += 2 * h.Groups * h.Fds
 	}
 	return n
+}
+
+// CheckTasks refuses a mix that would start more than MaxTasks threads and
+// processes in all.
+func (m Mix) CheckTasks() error {
+	if n := m.Tasks(); n > MaxTasks {
+		return fmt.Errorf("the generators start %d threads and processes in all; at most %d", n, MaxTasks)
+	}
+	return nil
 }
 
 // LaneComms are the comms of the lane's threads, what a policy matches.

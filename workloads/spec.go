@@ -208,8 +208,8 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg)+len(m.Hackbench) == 0 {
 		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng", "hackbench"`, name)
 	}
-	if n := m.Tasks(); n > MaxTasks {
-		return Mix{}, fmt.Errorf("%s: the generators start %d threads and processes in all; at most %d", name, n, MaxTasks)
+	if err := m.CheckTasks(); err != nil {
+		return Mix{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil
 }

@@ -200,6 +200,7 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"bench", "hooks", "--calls", "10"}, "out of range 100..100000000"},
 		{[]string{"workload", "--threads", "0"}, "out of range 1..1024"},
 		{[]string{"workload", "--period", "0s"}, "below the minimum 100µs"},
+		{[]string{"workload", "--hogs", "4096", "--threads", "1024"}, "5120 threads and processes in all; at most 4096"},
 		{[]string{"probe", "ioctl", "--top", "-5"}, "out of range"},
 		{[]string{"probe", "dma", "--interval", "-1s"}, "below the minimum 100ms"},
 		{[]string{"probe", "xdp", "--iface", "lo", "--mode", "bogus"}, `unknown XDP mode "bogus"`},

@@ -46,6 +46,10 @@ Flags:
 			return exitError
 		}
 	}
+	if err := mix.CheckTasks(); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane workload: --threads and --hogs: %v\n", err)
+		return exitError
+	}
 	ctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
 	start := time.Now()
