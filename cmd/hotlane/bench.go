@@ -151,6 +151,9 @@ Flags:
 	} else if mix, err = workloads.LoadWorkload(*workloadName, runtime.NumCPU()); err != nil {
 		return fail(err)
 	}
+	if err := mix.CheckTasks(); err != nil {
+		return fail(err)
+	}
 	if !mix.HasLane() {
 		return fail(fmt.Errorf("workload %s has no periodic task and no cyclictest: the bench measures a lane", *workloadName))
 	}
