@@ -6,9 +6,10 @@ GO            ?= go
 HOTLANE_CACHE ?= $(HOME)/.cache/hotlane
 export HOTLANE_CACHE
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOVULNCHECK   := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 BIN           := bin/hotlane
 
-.PHONY: all build deps demo soak test unit lint fuzz generate vmlinux clean kernel-6.12 matrix release
+.PHONY: all build deps demo soak test unit lint vulncheck fuzz generate vmlinux clean kernel-6.12 matrix release
 
 all: build
 
@@ -77,7 +78,7 @@ soak: deps build
 	$(BIN) vm --mttcg --timeout 20m --results $(SOAK_OUT) --add /bin/sh --add /bin/sleep --add /bin/grep \
 		--add scripts/soak.sh:/soak.sh -- /bin/sh /soak.sh
 
-# Everything: lint, unit tests, privileged host tests (as root), VM tests,
+# Everything: lint, govulncheck, unit tests, privileged host tests (as root), VM tests,
 # then each fuzz target for a bounded time on top of its committed corpus.
 # cmd/go reports "context deadline exceeded" when -fuzztime ends while it
 # minimizes a newly found coverage input; that is not a failing input and
@@ -85,7 +86,7 @@ soak: deps build
 # -p 1: VM boots and BPF host tests should not compete for the 2 cores.
 # A failing go test does not skip the fuzz targets: both run, and the target
 # fails if either did.
-test: deps lint
+test: deps lint vulncheck
 	@status=0; \
 	$(GO) test -p 1 -count=1 -timeout 60m ./... || status=1; \
 	$(MAKE) fuzz || status=1; \
@@ -112,6 +113,12 @@ lint:
 	@fmt=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+# govulncheck ./... against an offline copy of the Go vulnerability
+# database (scripts/vulncheck.sh says how and why): fails on a vulnerable
+# module that hotlane's code reaches, names those of the Go toolchain.
+vulncheck:
+	GO=$(GO) GOVULNCHECK=$(GOVULNCHECK) ./scripts/vulncheck.sh
 
 # Regenerate bpf/vmlinux.h from the pinned VM kernel's BTF.
 vmlinux: deps build

@@ -90,6 +90,15 @@ const volatile bool wakeups_on;
 /* Stream calls that take at least slow_ns. */
 const volatile bool slow_on;
 const volatile __u64 slow_ns;
+/* Distinct commands of one device that get rows of their own: the first
+ * ones seen. Calls of later commands are counted under OTHER_CMD, so that
+ * a process making up commands on /dev/null fills that device's share of
+ * the tables, not the share every other device needs. 0: no cap. */
+const volatile __u32 max_cmds_per_dev;
+
+/* The command of the row of a device's commands beyond the cap:
+ * _IOC(3, 0xff, 0xff, 0x3fff), which no driver defines. */
+#define OTHER_CMD 0xffffffffu
 
 /* ---- maps ----------------------------------------------------------------- */
 
@@ -172,6 +181,7 @@ struct ioctl_counters {
 	__u64 lost_stats;	/* call not counted: ioctl_stats full */
 	__u64 lost_errno;	/* errno not counted: ioctl_errno full */
 	__u64 lost_start;	/* entry not stamped: task storage unavailable */
+	__u64 folded_cmds;	/* call counted under OTHER_CMD (max_cmds_per_dev) */
 };
 
 struct {
@@ -209,6 +219,37 @@ struct {
 	__type(key, struct ioctl_key);
 	__type(value, __u64);
 } ioctl_errno SEC(".maps");
+
+/* The commands admitted to rows of their own, and how many each device
+ * has (max_cmds_per_dev). */
+struct ioctl_dev_key {
+	__u32 dev;
+	__u16 ftype;
+	__u16 pad;
+};
+
+struct ioctl_cmd_key {
+	__u32 dev;
+	__u32 cmd;
+	__u16 ftype;
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, struct ioctl_dev_key);
+	__type(value, __u32);
+} ioctl_dev_cmds SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, struct ioctl_cmd_key);
+	__type(value, __u8);
+} ioctl_cmds SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -325,6 +366,36 @@ static __always_inline bool count_key(void *map, struct ioctl_key *key)
 	return false;
 }
 
+/*
+ * The command a call is counted under: its own while its device has fewer
+ * than max_cmds_per_dev commands with rows (or already has this one),
+ * else OTHER_CMD. Two CPUs admitting the same new command at once may
+ * both count it; the device's budget is then one smaller, no more.
+ */
+static __always_inline __u32 admit_cmd(struct ioctl_counters *c, __u32 dev, __u16 ftype, __u32 cmd)
+{
+	struct ioctl_cmd_key ck = { .dev = dev, .cmd = cmd, .ftype = ftype };
+	struct ioctl_dev_key dk = { .dev = dev, .ftype = ftype };
+	__u32 zero = 0, *n;
+	__u8 one = 1;
+
+	if (!max_cmds_per_dev || cmd == OTHER_CMD || bpf_map_lookup_elem(&ioctl_cmds, &ck))
+		return cmd;
+	n = bpf_map_lookup_elem(&ioctl_dev_cmds, &dk);
+	if (!n) {
+		bpf_map_update_elem(&ioctl_dev_cmds, &dk, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&ioctl_dev_cmds, &dk);
+	}
+	if (!n || *n >= max_cmds_per_dev)
+		goto other;
+	__sync_fetch_and_add(n, 1);
+	if (bpf_map_update_elem(&ioctl_cmds, &ck, &one, BPF_NOEXIST) == 0 || bpf_map_lookup_elem(&ioctl_cmds, &ck))
+		return cmd;
+other:
+	bump(c, folded_cmds);
+	return OTHER_CMD;
+}
+
 /* ---- entry and exit ---------------------------------------------------------- */
 
 static __always_inline void ioctl_enter(__u64 fd, __u64 cmd, __u64 arg)
@@ -408,12 +479,12 @@ static __always_inline void ioctl_exit(long ret)
 	s->ts = 0;
 	lat = bpf_ktime_get_ns() - start;
 
+	c = counters();
 	key.dev = s->dev;
-	key.cmd = s->cmd;
+	key.cmd = admit_cmd(c, s->dev, s->ftype, s->cmd);
 	key.tgid = id >> 32;
 	key.ftype = s->ftype;
 
-	c = counters();
 	bump(c, calls);
 	if (failed)
 		bump(c, errors);
@@ -470,7 +541,7 @@ static __always_inline void ioctl_exit(long ret)
 		e->ret = ret;
 		e->arg = s->arg;
 		e->dev = key.dev;
-		e->cmd = key.cmd;
+		e->cmd = s->cmd;	/* the call's own, folded or not */
 		e->fd = s->fd;
 		e->tgid = key.tgid;
 		e->pid = (__u32)id;

@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type IoctlIoctlCmdKey struct {
+	_     structs.HostLayout
+	Dev   uint32
+	Cmd   uint32
+	Ftype uint16
+	Pad   uint16
+}
+
 type IoctlIoctlCounters struct {
 	_           structs.HostLayout
 	Calls       uint64
@@ -23,6 +31,14 @@ type IoctlIoctlCounters struct {
 	LostStats   uint64
 	LostErrno   uint64
 	LostStart   uint64
+	FoldedCmds  uint64
+}
+
+type IoctlIoctlDevKey struct {
+	_     structs.HostLayout
+	Dev   uint32
+	Ftype uint16
+	Pad   uint16
 }
 
 type IoctlIoctlKey struct {
@@ -69,7 +85,9 @@ type IoctlIoctlStats struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	IoctlMapIoctlCmds      = "ioctl_cmds"
 	IoctlMapIoctlCounters  = "ioctl_counters"
+	IoctlMapIoctlDevCmds   = "ioctl_dev_cmds"
 	IoctlMapIoctlErrno     = "ioctl_errno"
 	IoctlMapIoctlEvents    = "ioctl_events"
 	IoctlMapIoctlHist      = "ioctl_hist"
@@ -93,6 +111,7 @@ const (
 	IoctlVarFilterDevOn    = "filter_dev_on"
 	IoctlVarFilterTgid     = "filter_tgid"
 	IoctlVarIoctlEventBtf  = "ioctl_event_btf"
+	IoctlVarMaxCmdsPerDev  = "max_cmds_per_dev"
 	IoctlVarSlowNs         = "slow_ns"
 	IoctlVarSlowOn         = "slow_on"
 	IoctlVarWakeupsOn      = "wakeups_on"
@@ -158,7 +177,9 @@ type IoctlProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IoctlMapSpecs struct {
+	IoctlCmds     *ebpf.MapSpec `ebpf:"ioctl_cmds"`
 	IoctlCounters *ebpf.MapSpec `ebpf:"ioctl_counters"`
+	IoctlDevCmds  *ebpf.MapSpec `ebpf:"ioctl_dev_cmds"`
 	IoctlErrno    *ebpf.MapSpec `ebpf:"ioctl_errno"`
 	IoctlEvents   *ebpf.MapSpec `ebpf:"ioctl_events"`
 	IoctlHist     *ebpf.MapSpec `ebpf:"ioctl_hist"`
@@ -176,6 +197,7 @@ type IoctlVariableSpecs struct {
 	FilterDevOn   *ebpf.VariableSpec `ebpf:"filter_dev_on"`
 	FilterTgid    *ebpf.VariableSpec `ebpf:"filter_tgid"`
 	IoctlEventBtf *ebpf.VariableSpec `ebpf:"ioctl_event_btf"`
+	MaxCmdsPerDev *ebpf.VariableSpec `ebpf:"max_cmds_per_dev"`
 	SlowNs        *ebpf.VariableSpec `ebpf:"slow_ns"`
 	SlowOn        *ebpf.VariableSpec `ebpf:"slow_on"`
 	WakeupsOn     *ebpf.VariableSpec `ebpf:"wakeups_on"`
@@ -201,7 +223,9 @@ func (o *IoctlObjects) Close() error {
 //
 // It can be passed to LoadIoctlObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IoctlMaps struct {
+	IoctlCmds     *ebpf.Map `ebpf:"ioctl_cmds"`
 	IoctlCounters *ebpf.Map `ebpf:"ioctl_counters"`
+	IoctlDevCmds  *ebpf.Map `ebpf:"ioctl_dev_cmds"`
 	IoctlErrno    *ebpf.Map `ebpf:"ioctl_errno"`
 	IoctlEvents   *ebpf.Map `ebpf:"ioctl_events"`
 	IoctlHist     *ebpf.Map `ebpf:"ioctl_hist"`
@@ -211,7 +235,9 @@ type IoctlMaps struct {
 
 func (m *IoctlMaps) Close() error {
 	return _IoctlClose(
+		m.IoctlCmds,
 		m.IoctlCounters,
+		m.IoctlDevCmds,
 		m.IoctlErrno,
 		m.IoctlEvents,
 		m.IoctlHist,
@@ -230,6 +256,7 @@ type IoctlVariables struct {
 	FilterDevOn   *ebpf.Variable `ebpf:"filter_dev_on"`
 	FilterTgid    *ebpf.Variable `ebpf:"filter_tgid"`
 	IoctlEventBtf *ebpf.Variable `ebpf:"ioctl_event_btf"`
+	MaxCmdsPerDev *ebpf.Variable `ebpf:"max_cmds_per_dev"`
 	SlowNs        *ebpf.Variable `ebpf:"slow_ns"`
 	SlowOn        *ebpf.Variable `ebpf:"slow_on"`
 	WakeupsOn     *ebpf.Variable `ebpf:"wakeups_on"`

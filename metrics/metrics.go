@@ -42,10 +42,13 @@ type Server struct {
 	done chan error
 }
 
-// Serve listens on addr at once (so that a bad address fails before any
-// work starts) and serves the collectors on /metrics, with the build's
-// hotlane_build_info, until Close.
-func Serve(addr string, cs ...prometheus.Collector) (*Server, error) {
+// Serve listens on addr at once (so that a bad address or configuration
+// fails before any work starts) and serves the collectors on /metrics,
+// with the build's hotlane_build_info, as cfg says, until Close.
+func Serve(addr string, cfg ServerConfig, cs ...prometheus.Collector) (*Server, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	info := version.Read()
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -71,16 +74,27 @@ func Serve(addr string, cs ...prometheus.Collector) (*Server, error) {
 		}
 		fmt.Fprintln(w, "hotlane: metrics are on /metrics")
 	})
-	s := &Server{Addr: ln.Addr().String(), srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, done: make(chan error, 1)}
-	go func() { s.done <- s.srv.Serve(ln) }()
+	s := &Server{Addr: ln.Addr().String(), done: make(chan error, 1), srv: &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+	}}
+	go func() { s.done <- cfg.serve(s.srv, newLimitListener(ln, cfg.MaxConns)) }()
 	return s, nil
 }
 
-// Close stops serving, letting scrapes in flight finish for up to a second.
+// Close stops serving, letting scrapes in flight finish for up to a
+// second, then closing whatever connections are left: a client that
+// stopped reading does not hold the command up.
 func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = s.srv.Close()
+	}
 	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}

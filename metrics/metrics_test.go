@@ -57,10 +57,10 @@ func TestHistogramKeepsHotlanesEdges(t *testing.T) {
 // A collector with no tracer yet serves the build info and nothing else;
 // a bad address fails at once.
 func TestServe(t *testing.T) {
-	if _, err := Serve("256.0.0.1:1"); err == nil {
+	if _, err := Serve("256.0.0.1:1", DefaultServerConfig()); err == nil {
 		t.Fatal("Serve on a bad address succeeded")
 	}
-	s, err := Serve("127.0.0.1:0", NewTracerCollector())
+	s, err := Serve("127.0.0.1:0", DefaultServerConfig(), NewTracerCollector())
 	if err != nil {
 		t.Fatal(err)
 	}

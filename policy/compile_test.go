@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ func comm(s string) (b [CommLen]byte) {
 }
 
 func TestCompile(t *testing.T) {
-	p, err := Load(filepath.Join("testdata", "tiers.json"))
+	p, err := Load(context.Background(), filepath.Join("testdata", "tiers.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

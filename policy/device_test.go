@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,7 +172,7 @@ func TestInferenceServerExample(t *testing.T) {
 	if !strings.Contains(string(readme), "```json\n"+string(text)+"```") {
 		t.Errorf("README.md does not show %s as it is", path)
 	}
-	p, err := Load(path)
+	p, err := Load(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,15 +2,16 @@ package policy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"strings"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/infile"
 	"github.com/hotlane/hotlane/internal/jsonpos"
 )
 
@@ -18,27 +19,31 @@ import (
 // bigger is the wrong file (or /dev/zero) and should not be read to the end.
 const maxFileSize = 1 << 20
 
-// Load reads and parses the policy file at path; see Parse.
-func Load(path string) (*Policy, error) {
-	f, err := os.Open(path)
+// Load reads and parses the policy file at path; see Parse. Only a regular
+// file of at most 1 MiB is read: a FIFO or a device is refused at once.
+// ctx interrupts the parsing (Ctrl-C).
+func Load(ctx context.Context, path string) (*Policy, error) {
+	data, err := infile.Read("policy", path, maxFileSize)
+	if errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) {
+		return nil, &Error{Msg: err.Error(), err: err}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read policy: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read policy: %w", err)
-	}
-	if len(data) > maxFileSize {
-		return nil, &Error{Source: path, Msg: fmt.Sprintf("file is larger than %d bytes; is it a policy file?", maxFileSize)}
-	}
-	return Parse(path, data)
+	return ParseContext(ctx, path, data)
 }
 
 // Parse parses and validates a JSON policy; name (usually the file name)
 // prefixes error messages and becomes the policy's Source. Omitted knobs get
 // their defaults. Errors are *Error and match ErrInvalidPolicy.
 func Parse(name string, data []byte) (*Policy, error) {
+	return ParseContext(context.Background(), name, data)
+}
+
+// ParseContext is Parse, which stops with ctx's error when ctx is done.
+// Its time is linear in the text's size, and a policy with more classes
+// or matchers than hotlane supports is refused at the first one too many.
+func ParseContext(ctx context.Context, name string, data []byte) (*Policy, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{Source: name, Msg: `empty policy; write a JSON object such as {"classes": [{"name": "normal"}]}`}
 	}
@@ -56,7 +61,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 		}
 		return nil, &Error{Source: name, Msg: "invalid JSON: " + err.Error(), err: err}
 	}
-	spans, err := checkKeys(name, data)
+	spans, err := checkKeys(ctx, name, data)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +307,7 @@ func locate(spans []span, off int) (class, matcher int) {
 // keys case-insensitively and let a duplicate silently win; a policy is
 // better off strict.
 // It also returns the spans of the class and matcher objects.
-func checkKeys(name string, data []byte) ([]span, error) {
+func checkKeys(ctx context.Context, name string, data []byte) ([]span, error) {
 	type frame struct {
 		ctx            jsonContext
 		object         bool
@@ -315,8 +320,12 @@ func checkKeys(name string, data []byte) ([]span, error) {
 	}
 	var stack []*frame
 	var spans []span
+	classes, matchers := 0, 0
 	dec := json.NewDecoder(bytes.NewReader(data))
-	for {
+	for tokens := 0; ; tokens++ {
+		if tokens%4096 == 0 && ctx.Err() != nil {
+			return nil, &Error{Source: name, Msg: "parsing stopped: " + context.Cause(ctx).Error(), err: context.Cause(ctx)}
+		}
 		start := skipSpace(data, int(dec.InputOffset()))
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -344,16 +353,16 @@ func checkKeys(name string, data []byte) ([]span, error) {
 		if top != nil && top.object && !top.haveKey {
 			key := tok.(string)
 			if valid, what := top.ctx.keys(); valid != nil {
-				e := &Error{Source: name, Class: top.class, Matcher: top.matcher}
-				e.Line, e.Column = jsonpos.LineCol(data, start)
+				// Positions are counted only for an error: counting
+				// them for every key made parsing quadratic.
 				if !contains(valid, key) {
-					e.Msg = fmt.Sprintf("unknown field %q%s; valid %s fields: %s", key, suggest(key, valid), what, strings.Join(valid, ", "))
-					return nil, e
+					return nil, keyError(name, data, start, top.class, top.matcher,
+						fmt.Sprintf("unknown field %q%s; valid %s fields: %s", key, suggest(key, valid), what, strings.Join(valid, ", ")))
 				}
 				if prev, dup := top.seen[key]; dup {
 					line, col := jsonpos.LineCol(data, prev)
-					e.Msg = fmt.Sprintf("duplicate field %q (first at %d:%d); keep one", key, line, col)
-					return nil, e
+					return nil, keyError(name, data, start, top.class, top.matcher,
+						fmt.Sprintf("duplicate field %q (first at %d:%d); keep one", key, line, col))
 				}
 				top.seen[key] = start
 			}
@@ -361,20 +370,20 @@ func checkKeys(name string, data []byte) ([]span, error) {
 			continue
 		}
 		// tok is a value: work out what it is from where it sits.
-		ctx, class, matcher := ctxOther, 0, 0
+		jc, class, matcher := ctxOther, 0, 0
 		if top == nil {
-			ctx = ctxPolicy
+			jc = ctxPolicy
 		} else {
 			class, matcher = top.class, top.matcher
 			switch {
 			case top.ctx == ctxPolicy && top.key == "classes":
-				ctx = ctxClasses
+				jc = ctxClasses
 			case top.ctx == ctxClasses:
-				ctx, class = ctxClass, top.next+1
+				jc, class = ctxClass, top.next+1
 			case top.ctx == ctxClass && top.key == "match":
-				ctx = ctxMatches
+				jc = ctxMatches
 			case top.ctx == ctxMatches:
-				ctx, matcher = ctxMatcher, top.next+1
+				jc, matcher = ctxMatcher, top.next+1
 			}
 		}
 		d, ok := tok.(json.Delim)
@@ -387,16 +396,35 @@ func checkKeys(name string, data []byte) ([]span, error) {
 			continue
 		}
 		object := d == '{'
-		if object != (ctx == ctxPolicy || ctx == ctxClass || ctx == ctxMatcher) {
-			ctx = ctxOther // wrong type; the decoder reports it
+		if object != (jc == ctxPolicy || jc == ctxClass || jc == ctxMatcher) {
+			jc = ctxOther // wrong type; the decoder reports it
 		}
-		f := &frame{ctx: ctx, object: object, seen: map[string]int{}, class: class, matcher: matcher, span: -1}
-		if ctx == ctxClass || ctx == ctxMatcher {
+		// Refused at the first one too many, before the rest of a
+		// huge file is walked.
+		switch {
+		case jc == ctxClass && object:
+			if classes++; classes > MaxClasses {
+				return nil, keyError(name, data, start, class, 0, fmt.Sprintf("more than %d classes; at most %d are supported, merge some", MaxClasses, MaxClasses))
+			}
+		case jc == ctxMatcher && object:
+			if matchers++; matchers > MaxRules {
+				return nil, keyError(name, data, start, class, matcher, fmt.Sprintf("more than %d matchers in all; at most %d are supported, merge some (e.g. with a shorter comm_prefix)", MaxRules, MaxRules))
+			}
+		}
+		f := &frame{ctx: jc, object: object, seen: map[string]int{}, class: class, matcher: matcher, span: -1}
+		if jc == ctxClass || jc == ctxMatcher {
 			f.span = len(spans)
 			spans = append(spans, span{start: start, end: len(data), class: class, matcher: matcher})
 		}
 		stack = append(stack, f)
 	}
+}
+
+// keyError is an error about what is at off, in class and matcher.
+func keyError(name string, data []byte, off, class, matcher int, msg string) *Error {
+	e := posError(name, data, off, msg)
+	e.Class, e.Matcher = class, matcher
+	return e
 }
 
 func contains(list []string, s string) bool {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 )
 
 func TestParseExample(t *testing.T) {
-	p, err := Load(filepath.Join("testdata", "inference.json"))
+	p, err := Load(context.Background(), filepath.Join("testdata", "inference.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestDefault(t *testing.T) {
 		}
 	}
 	// The documented default file is the built-in policy.
-	p, err := Load(filepath.Join("testdata", "default.json"))
+	p, err := Load(context.Background(), filepath.Join("testdata", "default.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestDefaultInvalidComm(t *testing.T) {
 // to itself, so that the default policy can be dumped and edited.
 func TestMarshalRoundTrip(t *testing.T) {
 	for _, name := range []string{"inference.json", "tiers.json", "inference-server.json", "device-lane.json"} {
-		p, err := Load(filepath.Join("testdata", name))
+		p, err := Load(context.Background(), filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +251,8 @@ func TestParseErrors(t *testing.T) {
 		{name: "no classes", in: `{"classes": []}`, want: `p.json: no classes; ...`},
 		{name: "no classes key", in: `{}`, want: `p.json: no classes; ...`},
 		{name: "null", in: `null`, want: `p.json: no classes; ...`},
-		{name: "nine classes", in: classes(9), want: "p.json: 9 classes; at most 8 are supported, merge some"},
+		// Refused at the class too many, before the rest is read.
+		{name: "nine classes", in: classes(9), want: "p.json:1:326: class 9: more than 8 classes; at most 8 are supported, merge some", line: 1, col: 326, class: 9},
 		{name: "eight classes is fine", in: classes(8)},
 		{name: "catch-all with matchers", in: `{"classes": [{"name": "a", "match": [{"pid": 1}]}, {"name": "b", "match": [{"pid": 2}]}]}`,
 			want: `p.json: class "b": the last class is the catch-all and must have no "match"; ...`, kind: ErrNoCatchAll, class: 2},
@@ -320,7 +322,7 @@ func TestParseErrors(t *testing.T) {
 			want: `... idle 25h0m0s is out of range; use 1ms to 24h0m0s, or leave it out to match for the task's life`, class: 1, matcher: 1},
 		{name: "idle a number", in: "{\"classes\": [{\"name\": \"a\", \"match\": [{\"device\": \"1:3\", \"idle\": 30}]}, {\"name\": \"b\"}]}",
 			want: `p.json:1:64: class 1 matcher 1: "idle" must be a duration string such as "30s", not a number`, line: 1, col: 64, class: 1, matcher: 1},
-		{name: "too many matchers", in: withMatch(manyMatchers), want: "p.json: 33 matchers in all; at most 32 are supported, ..."},
+		{name: "too many matchers", in: withMatch(manyMatchers), want: "... matcher 33: more than 32 matchers in all; at most 32 are supported, ...", line: 1, col: 422, class: 1, matcher: 33},
 		{name: "slice too short", in: `{"classes": [{"name": "a", "slice": "99us"}]}`,
 			want: `p.json: class "a": slice 99µs is out of range; use 100µs to 100ms`, class: 1},
 		{name: "slice too long", in: `{"classes": [{"name": "a", "slice": "1s"}]}`, want: `... slice 1s is out of range; ...`, class: 1},
@@ -429,11 +431,11 @@ func checkMessage(t *testing.T, err error, want string) {
 
 func TestLoadErrors(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Load(filepath.Join(dir, "missing.json"))
+	_, err := Load(context.Background(), filepath.Join(dir, "missing.json"))
 	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "missing.json") {
 		t.Errorf("missing file: got %v", err)
 	}
-	_, err = Load(dir)
+	_, err = Load(context.Background(), dir)
 	if err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("directory: got %v", err)
 	}
@@ -441,7 +443,7 @@ func TestLoadErrors(t *testing.T) {
 	if err := os.WriteFile(big, make([]byte, maxFileSize+1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(big)
+	_, err = Load(context.Background(), big)
 	if !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("big file: got %v", err)
 	}
@@ -449,7 +451,7 @@ func TestLoadErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"classes": [{"name": "a", "weight": 0}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(bad)
+	_, err = Load(context.Background(), bad)
 	checkMessage(t, err, bad+`: class "a": weight 0 is out of range; use 1 to 10000`)
 }
 

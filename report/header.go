@@ -34,6 +34,11 @@ type Header struct {
 	// Losses lists every kind of event the command can drop, zero counts
 	// included: an empty list means it cannot drop any.
 	Losses Losses `json:"losses"`
+	// Interrupted says a signal ended the measurement before the
+	// duration it was asked to run, Planned (0: until stopped, when a
+	// signal is the normal end and never an interruption).
+	Interrupted bool          `json:"interrupted"`
+	Planned     time.Duration `json:"planned_ns,omitempty"`
 }
 
 // NewHeader starts the header of command's document at started, with this
@@ -76,7 +81,7 @@ func (l Losses) MarshalJSON() ([]byte, error) {
 
 // HeaderKeys are the JSON keys every document has (docs/json.md).
 func HeaderKeys() []string {
-	return []string{"schema_version", "command", "hotlane_version", "host", "kernel", "started_at", "elapsed_ns", "losses"}
+	return []string{"schema_version", "command", "hotlane_version", "host", "kernel", "started_at", "elapsed_ns", "losses", "interrupted"}
 }
 
 // CheckHeader says what is wrong with the header of doc, a JSON document

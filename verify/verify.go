@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hotlane/hotlane/report"
@@ -56,10 +57,13 @@ func (cv ClassVerdicts) bound() Bound {
 // Result is what a verification run found.
 type Result struct {
 	report.Header
-	Snapshot   *Snapshot       `json:"snapshot"`
-	Bounds     []ClassVerdicts `json:"bounds"`
-	Pass       bool            `json:"pass"`
-	Violations uint64          `json:"violations_streamed"`
+	Snapshot *Snapshot       `json:"snapshot"`
+	Bounds   []ClassVerdicts `json:"bounds"`
+	// Pass: the run measured its whole duration and every bound held.
+	Pass bool `json:"pass"`
+	// Verdict is Pass in one word, or that a signal cut the run short.
+	Verdict    report.Verdict `json:"verdict"`
+	Violations uint64         `json:"violations_streamed"`
 	// ViolationsNotPrinted were streamed but over the line rate limit.
 	ViolationsNotPrinted uint64               `json:"violations_not_printed"`
 	Cost                 []report.ProgramCost `json:"cost,omitempty"`
@@ -148,13 +152,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		defer opts.Live(t)()
 	}
 
-	var cancel context.CancelFunc
-	if opts.Duration > 0 {
-		ctx, cancel = context.WithTimeout(ctx, opts.Duration)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	defer cancel()
+	win := report.StartWindow(ctx, opts.Duration)
+	defer win.Stop()
+	ctx = win.Context()
 	var (
 		streamed uint64
 		printer  *ViolationPrinter
@@ -234,6 +234,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	res := &Result{Header: report.NewHeader("verify", started), Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
 	res.Finish(snap.Elapsed, snap.Counters.losses())
+	res.Ended(win)
 	if opts.Tracer.Explain {
 		res.Causes = causes.Summaries()
 		res.CallbacksTimed, res.CallbacksNote = t.CallbacksTimed, t.CallbacksNote
@@ -249,7 +250,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		res.Cost = cost
 	}
 	res.check(opts.Bounds, snap, selection)
+	res.Verdict = report.Judge(res.Interrupted, res.Pass)
+	res.Pass = res.Verdict == report.VerdictPass
 	return res, nil
+}
+
+// Cases is the run for a CI system: a case per bound clause, each an
+// error when a signal cut the run short.
+func (r *Result) Cases(suite string, took time.Duration) []report.Case {
+	return report.InterruptedCases(r.Header, suite, Cases(suite, r.Bounds, took), took)
 }
 
 // check checks the bounds against snap, whose tasks are those selection
@@ -393,12 +402,11 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 			fmt.Fprintf(w, "%s %s\n", b.bound().Subject(), v)
 		}
 	}
-	if len(r.Bounds) > 0 {
-		verdict := "PASS"
-		if !r.Pass {
-			verdict = "FAIL"
-		}
-		fmt.Fprintf(w, "verdict: %s\n", verdict)
+	switch {
+	case r.Interrupted:
+		fmt.Fprintf(w, "verdict: %s\n", r.InterruptedNote())
+	case len(r.Bounds) > 0:
+		fmt.Fprintf(w, "verdict: %s\n", strings.ToUpper(string(report.Judge(false, r.Pass))))
 	}
 	if len(r.Causes) > 0 {
 		fmt.Fprintln(w, "\nwhere the violations' waits went (on the CPU that ended each):")

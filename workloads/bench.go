@@ -12,6 +12,7 @@ import (
 
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/sched"
 	"github.com/hotlane/hotlane/verify"
 )
@@ -117,7 +118,8 @@ func (r Run) LaneCPUShare() float64 {
 }
 
 // Run executes the bench and returns one Run per variant, in the order of
-// b.Variants.
+// b.Variants. When ctx ends first (a signal) it returns the whole rounds
+// measured so far with an error that matches report.ErrInterrupted.
 func (b Bench) Run(ctx context.Context) ([]Run, error) {
 	if b.Duration <= 0 {
 		return nil, errors.New("bench: duration must be positive")
@@ -155,14 +157,16 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 			}
 		}
 		for _, i := range order {
-			if err := ctx.Err(); err != nil {
-				return runs, err
+			if ctx.Err() != nil {
+				return runs, fmt.Errorf("before round %d/%d of %s: %w", round+1, repeats, b.Variants[i].Name, report.ErrInterrupted)
 			}
 			if runs[i].Failure != "" {
 				continue
 			}
 			b.progress("bench: round %d/%d: %s for %s (+%s warm-up)\n", round+1, repeats, b.Variants[i].Name, b.Duration, b.Warmup)
-			if err := b.runOne(ctx, table, &runs[i]); err != nil {
+			if err := b.runOne(ctx, table, &runs[i]); errors.Is(err, report.ErrInterrupted) {
+				return runs, fmt.Errorf("round %d/%d of %s: %w", round+1, repeats, b.Variants[i].Name, err)
+			} else if err != nil {
 				runs[i].Failure = err.Error()
 				b.progress("bench: %s: %v\n", b.Variants[i].Name, err)
 			}
@@ -200,11 +204,15 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		return err
 	}
 	defer tr.Close()
-	mctx, cancel := context.WithTimeout(ctx, b.Duration)
-	res, err := mix.Run(mctx)
-	cancel()
+	win := report.StartWindow(ctx, b.Duration)
+	res, err := mix.Run(win.Context())
+	win.Stop()
 	if err != nil {
 		return err
+	}
+	// A round cut short is left out: the figures are of whole rounds.
+	if win.Interrupted() {
+		return report.ErrInterrupted
 	}
 	if err := tr.Stop(); err != nil {
 		return err

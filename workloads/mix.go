@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -45,6 +46,47 @@ type MixResult struct {
 // HasLane reports whether the mix has a lane task to measure.
 func (m Mix) HasLane() bool { return len(m.Periodic)+len(m.Cyclictest) > 0 }
 
+// ownThreads are the threads the mix runs in this process.
+func (m Mix) ownThreads() int {
+	n := 0
+	for _, p := range m.Periodic {
+		n += max(p.Threads, 1)
+	}
+	for _, h := range m.Hogs {
+		n += h.Threads
+	}
+	for _, g := range m.Messaging {
+		n += 2 * g.Pairs
+	}
+	return n
+}
+
+// Tasks are the threads and processes the mix starts in all: its own
+// threads and those of the outside programs (cyclictest's measuring
+// threads, stress-ng's workers, hackbench's senders and receivers).
+func (m Mix) Tasks() int {
+	n := m.ownThreads()
+	for _, c := range m.Cyclictest {
+		n += c.Threads
+	}
+	for _, s := range m.StressNg {
+		n += s.CPU
+	}
+	for _, h := range m.Hackbench {
+		n += 2 * h.Groups * h.Fds
+	}
+	return n
+}
+
+// CheckTasks refuses a mix that would start more than MaxTasks threads and
+// processes in all.
+func (m Mix) CheckTasks() error {
+	if n := m.Tasks(); n > MaxTasks {
+		return fmt.Errorf("the generators start %d threads and processes in all; at most %d", n, MaxTasks)
+	}
+	return nil
+}
+
 // LaneComms are the comms of the lane's threads, what a policy matches.
 func (m Mix) LaneComms() []string {
 	var comms []string
@@ -83,17 +125,7 @@ func (r MixResult) LaneCPU() time.Duration {
 
 // Run runs all generators until ctx is done.
 func (m Mix) Run(ctx context.Context) (MixResult, error) {
-	threads := 0
-	for _, p := range m.Periodic {
-		threads += max(p.Threads, 1)
-	}
-	for _, h := range m.Hogs {
-		threads += h.Threads
-	}
-	for _, g := range m.Messaging {
-		threads += 2 * g.Pairs
-	}
-	prev := runtime.GOMAXPROCS(runtime.NumCPU() + threads)
+	prev := runtime.GOMAXPROCS(runtime.NumCPU() + m.ownThreads())
 	defer runtime.GOMAXPROCS(prev)
 
 	res := MixResult{

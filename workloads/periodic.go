@@ -133,10 +133,15 @@ func (p Periodic) computeFor(k int) time.Duration {
 	return p.Compute
 }
 
+// MinPeriod is the shortest period a periodic task may have: a shorter
+// one would not sleep between periods but spin a CPU on its timer (and
+// cyclictest's shortest interval is the same).
+const MinPeriod = 100 * time.Microsecond
+
 func (p Periodic) validate() error {
 	switch {
-	case p.Period <= 0:
-		return fmt.Errorf("periodic task %q: period %s must be positive", p.Comm, p.Period)
+	case p.Period < MinPeriod:
+		return fmt.Errorf("periodic task %q: period %s is below the minimum %s", p.Comm, p.Period, MinPeriod)
 	case p.Compute < 0 || p.Compute >= p.Period:
 		return fmt.Errorf("periodic task %q: compute %s must be less than the period %s", p.Comm, p.Compute, p.Period)
 	case p.BurstEvery < 0 || (p.BurstEvery > 0 && p.BurstCompute <= 0):

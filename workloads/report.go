@@ -107,6 +107,9 @@ type Report struct {
 	Bounds        []verify.ClassVerdicts `json:"bounds,omitempty"`
 	// Pass: every variant ran to the end and hotlane met the bounds.
 	Pass bool `json:"pass"`
+	// Verdict is Pass in one word, or that a signal cut the bench short
+	// (Interrupt).
+	Verdict report.Verdict `json:"verdict"`
 	// Complete: every variant asked for ran to the end.
 	Complete bool `json:"complete"`
 }
@@ -151,7 +154,16 @@ func NewReport(started time.Time, runs []Run, skipped []Skipped, baseline string
 		}
 		r.Bounds = append(r.Bounds, cv)
 	}
+	r.Verdict = report.Judge(false, r.Pass)
 	return r
+}
+
+// Interrupt marks the report as that of a bench a signal cut short: its
+// rounds are reported, but it is no verdict.
+func (r *Report) Interrupt() {
+	r.Interrupted = true
+	r.Verdict = report.Judge(true, r.Pass)
+	r.Pass = false
 }
 
 func summarize(run, base *Run) *RunSummary {
@@ -372,6 +384,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	verdict := "PASS"
 	switch {
+	case r.Interrupted:
+		verdict = r.InterruptedNote()
 	case !r.Complete:
 		verdict = "INCOMPLETE: a variant was skipped, failed to start or ended mid-run"
 	case !r.Pass:
@@ -425,5 +439,5 @@ func (r *Report) Cases(took time.Duration) []report.Case {
 	for _, s := range r.Skipped {
 		cases = append(cases, report.Case{Suite: suite, Class: "variants", Name: s.Name, Time: took, Error: s.Name + " was skipped: " + s.Reason})
 	}
-	return append(cases, verify.Cases(suite, r.Bounds, took)...)
+	return report.InterruptedCases(r.Header, suite, append(cases, verify.Cases(suite, r.Bounds, took)...), took)
 }

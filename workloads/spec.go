@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/infile"
 	"github.com/hotlane/hotlane/internal/jsonpos"
 )
 
@@ -88,8 +89,16 @@ func (t threadCount) resolve(ncpu int) (int, error) {
 	return n, nil
 }
 
-// MaxThreads bounds any one generator: a workload file is not a fork bomb.
-const MaxThreads = 1024
+// MaxThreads bounds any one generator, and MaxTasks a whole workload's
+// threads and processes (Mix.Tasks), however many generators it lists: a
+// workload file is not a fork bomb.
+const (
+	MaxThreads = 1024
+	MaxTasks   = 4096
+)
+
+// MaxWorkloadSize caps a workload file: a few hundred bytes of JSON.
+const MaxWorkloadSize = 1 << 20
 
 // ParseWorkload reads a workload file's text; ncpu resolves "Nx" counts.
 func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
@@ -112,8 +121,8 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 		return d, nil
 	}
 	for i, p := range spec.Periodic {
-		if p.RateHz <= 0 || p.RateHz > 100000 {
-			return Mix{}, bad("periodic", i, "rate_hz %g must be in (0, 100000]", p.RateHz)
+		if maxHz := float64(time.Second / MinPeriod); p.RateHz <= 0 || p.RateHz > maxHz {
+			return Mix{}, bad("periodic", i, "rate_hz %g must be in (0, %g]", p.RateHz, maxHz)
 		}
 		compute, err := dur("periodic", i, "compute", p.Compute, false)
 		if err != nil {
@@ -199,6 +208,9 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg)+len(m.Hackbench) == 0 {
 		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng", "hackbench"`, name)
 	}
+	if err := m.CheckTasks(); err != nil {
+		return Mix{}, fmt.Errorf("%s: %w", name, err)
+	}
 	return m, nil
 }
 
@@ -243,7 +255,8 @@ func CyclictestScenario(ncpu int) Mix {
 }
 
 // LoadWorkload reads a workload: a built-in name (BuiltinWorkloads) or a
-// workload file.
+// workload file, a regular file of at most MaxWorkloadSize bytes (a FIFO
+// or a device is refused at once).
 func LoadWorkload(path string, ncpu int) (Mix, error) {
 	if !strings.ContainsAny(path, "/.") {
 		if m, ok := BuiltinWorkload(path, ncpu); ok {
@@ -253,9 +266,9 @@ func LoadWorkload(path string, ncpu int) (Mix, error) {
 			return Mix{}, fmt.Errorf("workload %q is neither a built-in (%s) nor a file", path, strings.Join(BuiltinWorkloads, ", "))
 		}
 	}
-	data, err := os.ReadFile(path)
+	data, err := infile.Read("workload", path, MaxWorkloadSize)
 	if err != nil {
-		return Mix{}, fmt.Errorf("workload: %w", err)
+		return Mix{}, err
 	}
 	return ParseWorkload(path, data, ncpu)
 }

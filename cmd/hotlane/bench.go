@@ -16,6 +16,7 @@ import (
 
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 	"github.com/hotlane/hotlane/vm"
 	"github.com/hotlane/hotlane/workloads"
@@ -36,7 +37,7 @@ func runBench(ctx context.Context, args []string) int {
 	repeats := intFlag(fs, "repeats", 3, 1, 100, "rounds over the list, alternating the order")
 	fifoPrio := intFlag(fs, "fifo-priority", workloads.DefaultFIFOPriority, 1, 99, "SCHED_FIFO priority of the lane under eevdf+fifo")
 	enableTimeout := durationFlag(fs, "enable-timeout", workloads.DefaultEnableTimeout, 100*time.Millisecond, 10*time.Minute, "how long a scheduler program may take to enable sched_ext")
-	period := fs.Duration("period", 10*time.Millisecond, "default workload: inference task period (100 Hz by default)")
+	period := durationFlag(fs, "period", 10*time.Millisecond, workloads.MinPeriod, 0, "default workload: inference task period (100 Hz by default)")
 	compute := durationFlag(fs, "compute", 2*time.Millisecond, 0, 0, "default workload: inference task CPU time per period")
 	hogs := intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "default workload: CPU hog threads (default: 2x the CPUs)")
 	workloadName := fs.String("workload", workloads.WorkloadDefault, "the workload: "+strings.Join(workloads.BuiltinWorkloads, " or ")+" (cyclictest over stress-ng --cpu 2N), or a workload file (JSON, see workloads/examples/), which overrides --period, --compute and --hogs")
@@ -87,7 +88,10 @@ bound. Needs a sched_ext kernel for the sched_ext variants: run it inside
 
 Exit status: 0 all variants ran and hotlane met the bound, 1 the bound
 failed, 2 error (including a variant that was skipped, failed to start or
-ended mid-run). In CI: --junit writes a JUnit report, and under GitHub
+ended mid-run), 3 interrupted: Ctrl-C or SIGTERM ended the bench before
+its rounds were done; the report is written with the whole rounds
+measured and says INTERRUPTED (report.json "verdict": "interrupted", a
+JUnit error per case), but it is no verdict. In CI: --junit writes a JUnit report, and under GitHub
 Actions (GITHUB_ACTIONS=true) each variant and clause also becomes an
 annotation on standard output.
 
@@ -147,6 +151,9 @@ Flags:
 	} else if mix, err = workloads.LoadWorkload(*workloadName, runtime.NumCPU()); err != nil {
 		return fail(err)
 	}
+	if err := mix.CheckTasks(); err != nil {
+		return fail(err)
+	}
 	if !mix.HasLane() {
 		return fail(fmt.Errorf("workload %s has no periodic task and no cyclictest: the bench measures a lane", *workloadName))
 	}
@@ -174,7 +181,7 @@ Flags:
 		if len(comms) > 0 {
 			return fail(fmt.Errorf("--policy and --inference-comm both given: put the comms in the policy file"))
 		}
-		if pol, err = policy.Load(*policyPath); err != nil {
+		if pol, err = policy.Load(ctx, *policyPath); err != nil {
 			return fail(err)
 		}
 	} else {
@@ -226,10 +233,14 @@ Flags:
 		Progress:      os.Stderr,
 	}
 	runs, err := b.Run(ctx)
-	if err != nil {
+	interrupted := errors.Is(err, report.ErrInterrupted)
+	if err != nil && !interrupted {
 		return fail(err)
 	}
 	rep := workloads.NewReport(started, runs, skipped, *baseline, bounds)
+	if interrupted {
+		rep.Interrupt()
+	}
 	if err := rep.WriteText(os.Stdout); err != nil {
 		return fail(err)
 	}
@@ -241,13 +252,10 @@ Flags:
 	if err := ci.write("hotlane bench", started, rep.Cases(time.Since(started))); err != nil {
 		return fail(err)
 	}
-	switch {
-	case !rep.Complete:
+	if !rep.Complete && !rep.Interrupted {
 		return exitError
-	case !rep.Pass:
-		return exitFail
 	}
-	return exitOK
+	return exitCode(rep.Verdict)
 }
 
 func variantNames(vs []workloads.Variant) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,10 +47,11 @@ func intFlag(fs *flag.FlagSet, name string, value, lo, hi int, usage string) *in
 }
 
 // boundedDuration is a duration flag that parsing rejects below lo or,
-// when hi > 0, above hi.
+// when hi > 0, above hi; with zeroOff, 0 is accepted too, meaning "none".
 type boundedDuration struct {
-	p      *time.Duration
-	lo, hi time.Duration
+	p       *time.Duration
+	lo, hi  time.Duration
+	zeroOff bool
 }
 
 func (b boundedDuration) String() string {
@@ -64,7 +66,10 @@ func (b boundedDuration) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not a duration; write e.g. 2s or 500ms", s)
 	}
-	if d < b.lo {
+	if d < b.lo && !(b.zeroOff && d == 0) {
+		if b.zeroOff {
+			return fmt.Errorf("%s is below the minimum %s (0: none)", d, b.lo)
+		}
 		return fmt.Errorf("%s is below the minimum %s", d, b.lo)
 	}
 	if b.hi > 0 && d > b.hi {
@@ -83,15 +88,31 @@ func durationFlag(fs *flag.FlagSet, name string, value, lo, hi time.Duration, us
 	if hi > 0 {
 		limits = fmt.Sprintf("%s..%s", lo, hi)
 	}
-	fs.Var(boundedDuration{p, lo, hi}, name, fmt.Sprintf("%s (`duration`: %s)", usage, limits))
+	fs.Var(boundedDuration{p: p, lo: lo, hi: hi}, name, fmt.Sprintf("%s (`duration`: %s)", usage, limits))
+	return p
+}
+
+// optionalDurationFlag defines a duration flag that is off at 0 and
+// otherwise at least lo: an interval too short to be useful would only
+// spin a CPU.
+func optionalDurationFlag(fs *flag.FlagSet, name string, lo time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	fs.Var(boundedDuration{p: p, lo: lo, zeroOff: true}, name, fmt.Sprintf("%s (`duration`: 0, or at least %s)", usage, lo))
 	return p
 }
 
 // flagGiven reports whether the command line set the flag, as opposed to
-// leaving its default.
+// leaving its default, in either spelling: -d 2s sets --duration as much
+// as --duration 2s does.
 func flagGiven(fs *flag.FlagSet, name string) bool {
+	names := []string{name}
+	for _, s := range shortFlags() {
+		if s[1] == name {
+			names = append(names, s[0])
+		}
+	}
 	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	fs.Visit(func(f *flag.Flag) { given = given || slices.Contains(names, f.Name) })
 	return given
 }
 

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/version"
 	"github.com/hotlane/hotlane/vm"
 )
@@ -23,7 +24,33 @@ const (
 	exitOK    = 0
 	exitFail  = 1 // the check ran and failed (bound violated, requirement missing)
 	exitError = 2 // bad input or an error that prevented the check
+	// exitInterrupted: a signal ended a measurement before its
+	// --duration. Its reports are written, marked interrupted, but it is
+	// no verdict. Not 130 or 143: a shell gives those to a process the
+	// signal killed, which hides that hotlane caught it and wrote its
+	// reports, and they differ between SIGINT and SIGTERM; one code that
+	// no other outcome uses is what a CI step can test.
+	exitInterrupted = 3
 )
+
+// probeExitHelp is the exit status paragraph of every probe's help.
+const probeExitHelp = `Exit status: 0 measured, 2 error, 3 interrupted: Ctrl-C or SIGTERM ended
+the run before --duration; the report is written and says INTERRUPTED
+(JSON "interrupted": true). Without a duration (--duration 0) a signal is
+the normal end.`
+
+// exitCode is the exit status of a run's verdict.
+func exitCode(v report.Verdict) int {
+	switch v {
+	case report.VerdictPass:
+		return exitOK
+	case report.VerdictFail:
+		return exitFail
+	case report.VerdictInterrupted:
+		return exitInterrupted
+	}
+	return exitError
+}
 
 // command is one hotlane subcommand.
 type command struct {

@@ -10,11 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/internal/safefile"
-	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/report"
 )
 
@@ -143,17 +141,4 @@ func (c *ciOutputs) write(name string, started time.Time, cases []report.Case) e
 		return report.WriteGitHubAnnotations(c.text, cases)
 	}
 	return nil
-}
-
-// serveMetrics serves c on addr/metrics for the command cmd, saying where
-// on standard error unless quiet. The caller closes the server when done.
-func serveMetrics(cmd, addr string, quiet bool, c prometheus.Collector) (*metrics.Server, error) {
-	srv, err := metrics.Serve(addr, c)
-	if err != nil {
-		return nil, err
-	}
-	if !quiet {
-		fmt.Fprintf(os.Stderr, "%s: metrics on http://%s/metrics\n", cmd, srv.Addr)
-	}
-	return srv, nil
 }

@@ -11,12 +11,14 @@ import (
 
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/dma"
+	"github.com/hotlane/hotlane/report"
 )
 
 func runProbeDMA(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe dma", flag.ContinueOnError)
 	duration := durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464): per device DMA-API calls, failed calls and bytes by kind, map latency histograms, losses")
+	webConfig := webConfigFlag(fs)
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file (-: standard output, and the text report goes to standard error)")
 	interval := durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
 	quiet := fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
@@ -40,10 +42,12 @@ Examples:
   hotlane probe dma --json dma.json --hook fentry
   hotlane probe dma --events dma_map_phys,dma_unmap_phys
 
+%s
+
 Tracepoints it knows: %s
 
 Flags:
-`, strings.Join(dma.KnownTracepoints(), ", "))
+`, probeExitHelp, strings.Join(dma.KnownTracepoints(), ", "))
 		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
@@ -78,7 +82,7 @@ Flags:
 	var col *metrics.DMACollector
 	if *listen != "" {
 		col = metrics.NewDMACollector()
-		srv, err := serveMetrics("hotlane probe dma", *listen, *quiet, col)
+		srv, err := serveMetrics("hotlane probe dma", *listen, *webConfig, *quiet, col)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 			return exitError
@@ -102,5 +106,5 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
 		return exitError
 	}
-	return exitOK
+	return exitCode(report.Judge(res.Interrupted, true))
 }

@@ -9,23 +9,25 @@ import (
 
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/xdp"
+	"github.com/hotlane/hotlane/report"
 )
 
 func runProbeXDP(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("probe xdp", flag.ContinueOnError)
 	var (
-		iface    = fs.String("iface", "", "the interface to attach to (required)")
-		drop     = fs.String("drop", "", "drop these protocols, comma-separated: tcp, udp, icmp, icmpv6, frag, other, ipv4, ipv6,\nnon-ip, malformed, or a class such as ipv6/udp")
-		ports    = fs.String("allow-udp-ports", "", "allow UDP only to these destination ports (e.g. 53,123,5000-5010); other UDP is dropped")
-		ethTypes = fs.String("drop-ethertype", "", "drop frames of these EtherTypes (e.g. 0x88cc, lldp, arp), checked at every VLAN layer")
-		polFile  = fs.String("policy", "", "read the drop policy from this JSON `file` instead of --drop/--allow-udp-ports/--drop-ethertype")
-		mode     = fs.String("mode", "auto", "XDP attach mode: auto (driver, else generic), driver or generic")
-		replace  = fs.Bool("replace", false, "detach an XDP program already on the interface (it is not restored)")
-		duration = durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
-		interval = durationFlag(fs, "interval", xdp.DefaultInterval, 100*time.Millisecond, 0, "time between progress lines")
-		quiet    = fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
-		listen   = fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while counting (e.g. 127.0.0.1:9464): frames, bytes and drops per class, malformed frames per reason, labelled by interface")
-		jsonPath = fs.String("json", "", "also write the report as JSON to this file (-: standard output, and the text report goes to standard error)")
+		iface     = fs.String("iface", "", "the interface to attach to (required)")
+		drop      = fs.String("drop", "", "drop these protocols, comma-separated: tcp, udp, icmp, icmpv6, frag, other, ipv4, ipv6,\nnon-ip, malformed, or a class such as ipv6/udp")
+		ports     = fs.String("allow-udp-ports", "", "allow UDP only to these destination ports (e.g. 53,123,5000-5010); other UDP is dropped")
+		ethTypes  = fs.String("drop-ethertype", "", "drop frames of these EtherTypes (e.g. 0x88cc, lldp, arp), checked at every VLAN layer")
+		polFile   = fs.String("policy", "", "read the drop policy from this JSON `file` instead of --drop/--allow-udp-ports/--drop-ethertype")
+		mode      = fs.String("mode", "auto", "XDP attach mode: auto (driver, else generic), driver or generic")
+		replace   = fs.Bool("replace", false, "detach an XDP program already on the interface (it is not restored)")
+		duration  = durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
+		interval  = durationFlag(fs, "interval", xdp.DefaultInterval, 100*time.Millisecond, 0, "time between progress lines")
+		quiet     = fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
+		listen    = fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while counting (e.g. 127.0.0.1:9464): frames, bytes and drops per class, malformed frames per reason, labelled by interface")
+		webConfig = webConfigFlag(fs)
+		jsonPath  = fs.String("json", "", "also write the report as JSON to this file (-: standard output, and the text report goes to standard error)")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane probe xdp --iface IF [--drop LIST] [--allow-udp-ports LIST]
@@ -50,8 +52,10 @@ Examples:
   hotlane probe xdp --iface eth0 --drop icmp,icmpv6 --allow-udp-ports 53,123
   hotlane probe xdp --iface eth0 --policy drop.json --json - | jq .classes
 
+%s
+
 Flags:
-`)
+`, probeExitHelp)
 		printFlags(fs)
 	}
 	if code, done := parseFlags(fs, args); done {
@@ -81,12 +85,7 @@ Flags:
 	if err != nil {
 		return fail(err)
 	}
-	if *duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *duration)
-		defer cancel()
-	}
-	opts := xdp.Options{Progress: os.Stderr, Interval: *interval}
+	opts := xdp.Options{Duration: *duration, Progress: os.Stderr, Interval: *interval}
 	if *quiet {
 		opts.Progress = nil
 	}
@@ -104,7 +103,7 @@ Flags:
 	var col *metrics.XDPCollector
 	if *listen != "" {
 		col = metrics.NewXDPCollector()
-		srv, err := serveMetrics("hotlane probe xdp", *listen, *quiet, col)
+		srv, err := serveMetrics("hotlane probe xdp", *listen, *webConfig, *quiet, col)
 		if err != nil {
 			return fail(err)
 		}
@@ -124,5 +123,5 @@ Flags:
 	if err := jsonOut.write(rep.WriteJSON); err != nil {
 		return fail(err)
 	}
-	return exitOK
+	return exitCode(report.Judge(rep.Interrupted, true))
 }

@@ -25,6 +25,7 @@ func runRun(ctx context.Context, args []string) (code int) {
 	interval := durationFlag(fs, "stats-interval", time.Second, 100*time.Millisecond, 0, "how often to print a stats line")
 	quiet := fs.Bool("q", false, "print no stats lines")
 	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. 127.0.0.1:9464): per class tasks enqueued and started, the policy's decisions, whether the scheduler is enabled and how earlier loads ended")
+	webConfig := webConfigFlag(fs)
 	statsJSON := fs.String("stats-json", "", "also write each stats interval as a JSON line to this file; it replaces an existing file once the scheduler is enabled (a run that fails to start leaves it as it was)")
 	timeout := fs.Duration("timeout", sched.DefaultTimeout, "sched_ext watchdog: a task runnable this long without running ejects the scheduler (max 30s)")
 	starvation := fs.Duration("starvation", sched.DefaultStarvation, "starvation guard: a CPU that gave the lane this much CPU time while normal tasks waited serves them for half this before the lane again; the startup line prints the resulting bound")
@@ -64,7 +65,7 @@ Flags:
 	}
 
 	if *checkPolicy != "" {
-		p, err := policy.Load(*checkPolicy)
+		p, err := policy.Load(ctx, *checkPolicy)
 		if err == nil {
 			_, err = p.Compile("")
 		}
@@ -84,7 +85,7 @@ Flags:
 			return exitError
 		}
 		var err error
-		if p, err = policy.Load(*policyPath); err != nil {
+		if p, err = policy.Load(ctx, *policyPath); err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError
 		}
@@ -168,7 +169,7 @@ Flags:
 	}
 	if *listen != "" {
 		col := metrics.NewSchedulerCollector()
-		srv, err := serveMetrics("hotlane run", *listen, *quiet, col)
+		srv, err := serveMetrics("hotlane run", *listen, *webConfig, *quiet, col)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hotlane run: %v\n", err)
 			return exitError

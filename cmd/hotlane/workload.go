@@ -15,8 +15,8 @@ import (
 func runWorkload(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("workload", flag.ContinueOnError)
 	duration := durationFlag(fs, "duration", 10*time.Second, time.Millisecond, 0, "how long to run")
-	period := fs.Duration("period", 10*time.Millisecond, "inference task period (100 Hz by default)")
-	compute := fs.Duration("compute", 2*time.Millisecond, "inference task CPU time per period")
+	period := durationFlag(fs, "period", 10*time.Millisecond, workloads.MinPeriod, 0, "inference task period (100 Hz by default)")
+	compute := durationFlag(fs, "compute", 2*time.Millisecond, 0, 0, "inference task CPU time per period")
 	threads := intFlag(fs, "threads", 1, 1, 1024, "inference threads, each with its own timer")
 	comm := fs.String("comm", "infer", "inference threads' name (comm), what policies match on")
 	hogs := intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "CPU hog threads (default: 2x the CPUs)")
@@ -45,6 +45,10 @@ Flags:
 			fmt.Fprintf(os.Stderr, "hotlane workload: %v\n", err)
 			return exitError
 		}
+	}
+	if err := mix.CheckTasks(); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane workload: --threads and --hogs: %v\n", err)
+		return exitError
 	}
 	ctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()

@@ -459,6 +459,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	for _, n := range r.Notes {
 		ew.Printf("note: %s\n", n)
 	}
+	ew.Do(r.WriteInterrupted)
 	return ew.Err()
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/hotlane/hotlane/report"
 )
 
 // RunOptions say how long to run and what to print meanwhile.
@@ -25,7 +27,7 @@ type RunOptions struct {
 
 // Run starts the probe, prints progress until the duration is over or ctx
 // is done (Ctrl-C), and returns the final counters. Stopping early through
-// ctx is not an error.
+// ctx is not an error; the result says it was interrupted.
 func Run(ctx context.Context, opts Options, ro RunOptions) (*Result, error) {
 	pr, err := Start(opts)
 	if err != nil {
@@ -40,11 +42,8 @@ func Run(ctx context.Context, opts Options, ro RunOptions) (*Result, error) {
 		stopLive = ro.Live(pr.Snapshot)
 	}
 	defer stopLive()
-	if ro.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, ro.Duration)
-		defer cancel()
-	}
+	win := report.StartWindow(ctx, ro.Duration)
+	defer win.Stop()
 	interval := ro.Interval
 	if interval <= 0 {
 		interval = 2 * time.Second
@@ -54,12 +53,13 @@ func Run(ctx context.Context, opts Options, ro RunOptions) (*Result, error) {
 	var last *Result
 	for {
 		select {
-		case <-ctx.Done():
+		case <-win.Done():
 			stopLive()
 			res, err := pr.Snapshot()
 			if err != nil {
 				return nil, err
 			}
+			res.Ended(win)
 			if err := pr.Close(); err != nil {
 				return nil, fmt.Errorf("detach the DMA probe: %w", err)
 			}

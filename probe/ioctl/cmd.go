@@ -66,6 +66,9 @@ type Command struct {
 // they do read or write an argument; numbers a driver made up outside the
 // _IOC scheme decode into meaningless fields, which is why Raw is kept.
 func DecodeCommand(raw uint32) Command {
+	if raw == OtherCommand {
+		return Command{Raw: raw, Name: "other"}
+	}
 	c := Command{
 		Raw:  raw,
 		Dir:  dirName(raw >> iocDirShift),

@@ -42,6 +42,8 @@ const (
 	TypeSymlink   = "symlink"
 	TypeAnonInode = "anon_inode"
 	TypeBadFD     = "bad_fd"
+	// TypeOther is the row of the devices beyond Limits.Devices.
+	TypeOther = "other"
 )
 
 // Device is what an ioctl's fd refers to. For character and block devices

@@ -117,6 +117,8 @@ type Config struct {
 	// clock reads to every run, some of which lands inside the measured
 	// latencies, so they are off by default.
 	MeasureCost bool
+	// Limits bound the rows of the result (zero: DefaultLimits).
+	Limits Limits
 
 	// devDir is where device nodes are looked up; "" means /dev.
 	devDir string
@@ -162,6 +164,12 @@ func (cfg *Config) check(res *Resolver) (filters, error) {
 	var f filters
 	bad := func(format string, args ...any) (filters, error) {
 		return filters{}, badConfig(format, args...)
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits()
+	}
+	if err := cfg.Limits.check(); err != nil {
+		return filters{}, err
 	}
 	if cfg.Hook != "" && cfg.Hook.feature() == "" {
 		return bad("unknown hook %q; use one of %s", cfg.Hook, hookList())
@@ -413,6 +421,7 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 		bpf.IoctlVarSlowOn:        cfg.StreamSlow,
 		bpf.IoctlVarWakeupsOn:     cfg.Wakeups,
 		bpf.IoctlVarSlowNs:        uint64(cfg.Slow.Nanoseconds()),
+		bpf.IoctlVarMaxCmdsPerDev: uint32(KernelCommandsPerDevice),
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {

@@ -33,6 +33,10 @@ type Counters struct {
 	LostStats   uint64 `json:"lost_stats"`
 	LostErrno   uint64 `json:"lost_errno"`
 	LostStart   uint64 `json:"lost_start"`
+	// FoldedCommands are calls the kernel side counted under
+	// OtherCommand: their device already had KernelCommandsPerDevice
+	// commands with rows of their own.
+	FoldedCommands uint64 `json:"folded_commands"`
 	// MissedRuns counts program runs the kernel skipped because another
 	// BPF program was running on that CPU (recursion protection): each is
 	// a call whose entry or exit was not seen.
@@ -48,6 +52,7 @@ func (c Counters) Losses() report.Losses {
 		{What: "errno table full", Count: c.LostErrno},
 		{What: "start stamp not stored", Count: c.LostStart},
 		{What: "program runs missed", Count: c.MissedRuns},
+		{What: fmt.Sprintf("calls counted under command \"other\" in the kernel: commands beyond the first %d of their device", KernelCommandsPerDevice), Count: c.FoldedCommands, Partial: true},
 	}
 }
 
@@ -70,6 +75,7 @@ func (p *Probe) Counters() (Counters, error) {
 		c.LostStats += v.LostStats
 		c.LostErrno += v.LostErrno
 		c.LostStart += v.LostStart
+		c.FoldedCommands += v.FoldedCmds
 	}
 	for _, prog := range p.coll.Programs {
 		if st, err := prog.Stats(); err == nil {
@@ -449,11 +455,7 @@ func (p *Probe) Snapshot() (*Result, error) {
 		c.Errnos = errnoList(cmdErrnos[ck])
 		r.Commands = append(r.Commands, *c)
 	}
-	busiest := func(a, b Stats) int {
-		return cmp.Or(cmp.Compare(b.Total, a.Total), cmp.Compare(b.Calls, a.Calls),
-			cmp.Compare(a.Device.String(), b.Device.String()), cmp.Compare(a.Command.Raw, b.Command.Raw),
-			cmp.Compare(a.PID, b.PID))
-	}
+	r.Limit(p.cfg.Limits)
 	slices.SortFunc(r.Commands, busiest)
 	slices.SortFunc(r.Processes, busiest)
 	if r.Errnos = errnoList(allErrnos); r.Errnos == nil {
@@ -635,5 +637,6 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	}
 	ew.Printf("\n")
 	ew.Do(r.Losses.WriteText)
+	ew.Do(r.WriteInterrupted)
 	return ew.Err()
 }

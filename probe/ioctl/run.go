@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/hotlane/hotlane/report"
 )
 
 // RunOptions say how long to measure and what to report meanwhile.
@@ -29,8 +31,8 @@ type RunOptions struct {
 }
 
 // Run attaches the probe, measures until the duration is over or ctx is
-// done, detaches it and returns what it measured. Nothing stays attached
-// when it returns.
+// done, detaches it and returns what it measured, marked interrupted when
+// ctx ended before the duration. Nothing stays attached when it returns.
 func Run(ctx context.Context, cfg Config, opts RunOptions) (*Result, error) {
 	if opts.Duration < 0 {
 		return nil, badConfig("duration %s is negative", opts.Duration)
@@ -60,11 +62,8 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (*Result, error) {
 		})
 	}()
 
-	if opts.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Duration)
-		defer cancel()
-	}
+	win := report.StartWindow(ctx, opts.Duration)
+	defer win.Stop()
 	var tick <-chan time.Time
 	if opts.Progress != nil {
 		interval := opts.ProgressInterval
@@ -78,7 +77,7 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (*Result, error) {
 loop:
 	for {
 		select {
-		case <-ctx.Done():
+		case <-win.Done():
 			break loop
 		case err := <-done:
 			// The stream cannot end before Flush: the reader failed.
@@ -116,6 +115,7 @@ loop:
 	if err != nil {
 		return nil, err
 	}
+	res.Ended(win)
 	res.Slowest = slowest
 	if res.Slowest == nil && cfg.StreamSlow {
 		res.Slowest = []SlowCall{}

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hotlane/hotlane/internal/infile"
 )
 
 // Policy is what the probe drops; the zero Policy drops nothing and only
@@ -277,19 +278,13 @@ func PolicyFromFlags(drop, allowUDPPorts, dropEtherTypes, file string) (Policy, 
 // maxPolicySize bounds LoadPolicy: a policy is a few lines.
 const maxPolicySize = 1 << 20
 
-// LoadPolicy reads and parses a policy file; see ParsePolicy.
+// LoadPolicy reads and parses a policy file; see ParsePolicy. Only a
+// regular file of at most maxPolicySize bytes is read: a FIFO or a device
+// is refused at once.
 func LoadPolicy(path string) (Policy, error) {
-	f, err := os.Open(path)
+	data, err := infile.Read("XDP policy", path, maxPolicySize)
 	if err != nil {
-		return Policy{}, fmt.Errorf("read policy: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicySize+1))
-	if err != nil {
-		return Policy{}, fmt.Errorf("read policy: %w", err)
-	}
-	if len(data) > maxPolicySize {
-		return Policy{}, &PolicyError{Source: path, Msg: fmt.Sprintf("larger than %d bytes; is it a policy file?", maxPolicySize)}
+		return Policy{}, err
 	}
 	return ParsePolicy(path, data)
 }

@@ -21,8 +21,10 @@ type Config struct {
 	Replace   bool
 }
 
-// Options say what Run reports while it runs.
+// Options say how long Run counts and what it reports while it runs.
 type Options struct {
+	// Duration of the count; 0 counts until ctx is done.
+	Duration time.Duration
 	// Progress receives one line per Interval; nil for none.
 	Progress io.Writer
 	Interval time.Duration
@@ -40,7 +42,8 @@ type Options struct {
 const DefaultInterval = 2 * time.Second
 
 // Run loads the program with cfg.Policy, attaches it to cfg.Interface and
-// counts until ctx is done, then detaches and returns the report. The
+// counts for opts.Duration or until ctx is done, then detaches and returns
+// the report, marked interrupted when ctx ended before the duration. The
 // final counters are read after detaching, so they are exact. Whatever
 // fails, nothing is left attached.
 func Run(ctx context.Context, cfg Config, opts Options) (*Report, error) {
@@ -64,6 +67,8 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Report, error) {
 	}
 	defer att.Close()
 	start := time.Now()
+	win := report.StartWindow(ctx, opts.Duration)
+	defer win.Stop()
 	if opts.Attached != nil {
 		opts.Attached(att)
 	}
@@ -89,7 +94,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Report, error) {
 	prevAt := start
 	for done := false; !done; {
 		select {
-		case <-ctx.Done():
+		case <-win.Done():
 			done = true
 		case now := <-tick:
 			cur, err := prog.Counters()
@@ -112,7 +117,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewReport(att, cfg.Policy, start, elapsed, final), nil
+	rep := NewReport(att, cfg.Policy, start, elapsed, final)
+	rep.Ended(win)
+	return rep, nil
 }
 
 // interfaceGone returns ErrNoInterface when the interface no longer exists.
@@ -320,5 +327,6 @@ func (r *Report) WriteText(w io.Writer) error {
 		c.VLAN1, c.VLAN2, c.IPv4Options, c.IPv6Ext, c.FirstFragments)
 	ew.Printf("counting: every frame, in per-CPU counters; nothing is sampled and there is no ring buffer\n")
 	ew.Do(r.Losses.WriteText)
+	ew.Do(r.WriteInterrupted)
 	return ew.Err()
 }
