@@ -239,7 +239,14 @@ int hl_enqueue(u64 *ctx)
 	 * lane task straight back behind the RT task, for its whole burst.
 	 */
 	if (migration_disabled(p, enq_flags & HL_ENQ_REENQ ? 2 : 1)) {
+		/* A lane task preempted inside a BPF program (migration is
+		 * disabled there) must not wait out the fair task that runs
+		 * next on its CPU: it can go nowhere else. */
+		on = shared_of(scx_bpf_task_cpu(p));
+		if (c->high_priority && on && on->state != HL_CPU_LANE)
+			enq_flags |= HL_ENQ_PREEMPT;
 		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, enq_flags);
+		stat_inc(pinned_local);
 		return 0;
 	}
 	/*
@@ -330,9 +337,16 @@ int hl_dispatch(u64 *ctx)
 	}
 	if (lane_far && lane_steal(llc))
 		return 0;
-	if (fair_take(cpu, llc))
+	if (fair_take(cpu, llc) || fair_steal(llc))
 		return 0;
-	fair_steal(llc);
+	/*
+	 * Nothing else to run and prev, a fair task, is still runnable: it
+	 * keeps the CPU with a slice of its class. Left to the kernel, it
+	 * would get the default 20 ms slice, and a lane task that the tick
+	 * cannot see (queued on this CPU alone) would wait it out.
+	 */
+	if (pc && prev)
+		prev->scx.slice = pc->slice_ns;
 	return 0;
 }
 

@@ -27,6 +27,7 @@ type statsRecord struct {
 	FairSteals      uint64
 	LaneQueued      uint64
 	LaneSteals      uint64
+	PinnedLocal     uint64
 }
 
 // ClassStats are one class's counters.
@@ -71,6 +72,9 @@ type Stats struct {
 	LaneQueued uint64 `json:"lane_queued"`
 	// LaneSteals counts lane tasks a CPU took from another LLC's queue.
 	LaneSteals uint64 `json:"lane_steals"`
+	// PinnedLocal counts tasks that could not leave their CPU (migration
+	// disabled) queued on it.
+	PinnedLocal uint64 `json:"pinned_local"`
 	// ClassifyUncached counts classifications that could not be cached
 	// (task storage unavailable): those tasks were classified afresh,
 	// correctly but at a higher cost.
@@ -105,6 +109,7 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.FairSteals += r.FairSteals
 		sum.LaneQueued += r.LaneQueued
 		sum.LaneSteals += r.LaneSteals
+		sum.PinnedLocal += r.PinnedLocal
 	}
 	now := time.Now()
 	st := sum.stats(s.classes, now)
@@ -133,6 +138,7 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		FairSteals:      r.FairSteals,
 		LaneQueued:      r.LaneQueued,
 		LaneSteals:      r.LaneSteals,
+		PinnedLocal:     r.PinnedLocal,
 	}
 	for i, name := range classes {
 		st.Classes = append(st.Classes, ClassStats{Class: name, Enqueued: r.Enqueued[i], Dispatched: r.Dispatched[i], DirectIdle: r.DirectIdle[i]})
@@ -163,6 +169,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.FairSteals -= prev.FairSteals
 	d.LaneQueued -= prev.LaneQueued
 	d.LaneSteals -= prev.LaneSteals
+	d.PinnedLocal -= prev.PinnedLocal
 	d.ClassifyUncached -= prev.ClassifyUncached
 	d.DeviceUsesLost -= prev.DeviceUsesLost
 	return d
@@ -175,9 +182,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d lane-queued %d lane-steal %d",
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d lane-queued %d lane-steal %d pinned-local %d",
 		s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased,
-		s.FairPreempts, s.FairSteals, s.LaneQueued, s.LaneSteals)
+		s.FairPreempts, s.FairSteals, s.LaneQueued, s.LaneSteals, s.PinnedLocal)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

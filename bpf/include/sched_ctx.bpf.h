@@ -202,6 +202,7 @@ struct hl_stats {
 	u64 fair_steals;	/* fair tasks taken from another LLC's queue */
 	u64 lane_queued;	/* lane wake-ups that found no CPU to take */
 	u64 lane_steals;	/* lane tasks taken from another LLC's queue */
+	u64 pinned_local;	/* migration-disabled tasks queued on their own CPU */
 };
 
 struct {

@@ -1,0 +1,349 @@
+package sched_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/sched"
+	"github.com/hotlane/hotlane/verify"
+	"github.com/hotlane/hotlane/vm"
+	"github.com/hotlane/hotlane/vm/vmtest"
+)
+
+// coreTopology is the guest of TestVMCore: 8 CPUs in two LLCs, the
+// smallest machine where queues per LLC, stealing between them and
+// victims chosen within an LLC are all exercised.
+var coreTopology = vm.Topology{Sockets: 2, Cores: 4, Threads: 1, Nodes: 1}
+
+// TestVMCore boots the 8-CPU, two-LLC guest and runs the scheduler core's
+// tests that need more than two CPUs.
+func TestVMCore(t *testing.T) {
+	vmtest.RunGuestTests(t, vmtest.Options{
+		Run:      "^TestGuestCore",
+		Topology: &coreTopology, MultiThreadedTCG: true,
+		Timeout: 10 * time.Minute,
+	})
+}
+
+// spinnerEnv makes a re-executed test binary a spinner process; its value
+// is a spinnerSpec.
+const spinnerEnv = "HOTLANE_TEST_SPINNER"
+
+// spinnerSpec describes a spinner process: threads spinning threads on
+// CPU cpu (-1: anywhere) at nice nice.
+type spinnerSpec struct {
+	threads, cpu, nice int
+}
+
+func (s spinnerSpec) String() string { return fmt.Sprintf("%d,%d,%d", s.threads, s.cpu, s.nice) }
+
+func init() {
+	spec := os.Getenv(spinnerEnv)
+	if spec == "" {
+		return
+	}
+	var s spinnerSpec
+	if _, err := fmt.Sscanf(spec, "%d,%d,%d", &s.threads, &s.cpu, &s.nice); err != nil {
+		fmt.Fprintf(os.Stderr, "%s=%q: %v\n", spinnerEnv, spec, err)
+		os.Exit(2)
+	}
+	// Every spinning thread holds a P while it runs Go code: with fewer,
+	// the rest would wait for the Go scheduler, asleep to the kernel's.
+	runtime.GOMAXPROCS(s.threads + 2)
+	for range s.threads {
+		go func() {
+			runtime.LockOSThread()
+			if s.cpu >= 0 {
+				var set unix.CPUSet
+				set.Set(s.cpu)
+				if err := unix.SchedSetaffinity(0, &set); err != nil {
+					fmt.Fprintf(os.Stderr, "pin to CPU %d: %v\n", s.cpu, err)
+					os.Exit(2)
+				}
+			}
+			if err := unix.Setpriority(unix.PRIO_PROCESS, 0, s.nice); err != nil {
+				fmt.Fprintf(os.Stderr, "nice %d: %v\n", s.nice, err)
+				os.Exit(2)
+			}
+			for {
+			}
+		}()
+	}
+	select {}
+}
+
+// startSpinner starts a spinner process; it is killed when the test ends.
+func startSpinner(t *testing.T, spec spinnerSpec) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), spinnerEnv+"="+spec.String())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// runTime is a process's CPU time so far, over all its threads, from
+// schedstat (nanoseconds, unlike /proc/PID/stat's ticks).
+func runTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(stats) == 0 {
+		t.Fatalf("schedstat of %d: %v", pid, err)
+	}
+	var sum time.Duration
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that exited
+		}
+		ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+		sum += time.Duration(ns)
+	}
+	return sum
+}
+
+// weightCgroup makes a cgroup v2 child with cpu.weight = weight and moves
+// the process pid into it.
+func weightCgroup(t *testing.T, name string, weight, pid int) {
+	t.Helper()
+	root := "/sys/fs/cgroup"
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
+		t.Fatalf("enable the cpu controller: %v", err)
+	}
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "cpu.weight"), []byte(strconv.Itoa(weight)), 0o644); err != nil {
+		t.Fatalf("cpu.weight = %d: %v", weight, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatalf("move %d into %s: %v", pid, dir, err)
+	}
+}
+
+// share is how the CPU time two processes got between two readings
+// compares with what their weights promise: 1 is exact.
+type share struct {
+	what           string
+	light, heavy   int // pids
+	wLight, wHeavy float64
+	l0, h0         time.Duration
+}
+
+func (s *share) start(t *testing.T) { s.l0, s.h0 = runTime(t, s.light), runTime(t, s.heavy) }
+
+func (s *share) ratio(t *testing.T) (got, want float64) {
+	l, h := runTime(t, s.light)-s.l0, runTime(t, s.heavy)-s.h0
+	if h == 0 {
+		return 0, s.wLight / s.wHeavy
+	}
+	return float64(l) / float64(h), s.wLight / s.wHeavy
+}
+
+// Every adversary at once while lane tasks spin on every CPU: a thread
+// pinned to each CPU doing periodic work, 64 spinners pinned to one CPU, a
+// process confined by a cpuset, SCHED_FIFO bursts, a CPU going offline and
+// back, nice 19 beside nice 0 and cgroups of cpu.weight 100 and 300 beside
+// each other. The scheduler stays enabled; every normal task's longest
+// wait is within the bound the guard prints (sched.Bound: the maximum,
+// not a percentile); nice and cpu.weight split their CPU within 20 % of
+// their weights.
+func TestGuestCoreAdversaries(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const run = 30 * time.Second
+	ncpu := runtime.NumCPU()
+	if ncpu < 8 {
+		t.Skipf("needs 8 CPUs, has %d", ncpu)
+	}
+	table, err := policy.Default("infer").Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick, err := sched.Tick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sched.Config{Timeout: sched.DefaultTimeout}
+	s := load(t, policy.Default("infer"), cfg)
+	bound := sched.Config{Table: table}.Bound(tick)
+
+	// The CPUs each adversary takes.
+	const (
+		crowdCPU  = 1 // 64 spinners
+		fifoCPU   = 2 // SCHED_FIFO bursts
+		niceCPU   = 5 // nice 0 beside nice 19
+		weightCPU = 6 // cpu.weight 100 beside 300
+	)
+	hotplugCPU := ncpu - 1
+	const crowd = 64
+	// The most normal tasks waiting for one CPU: the crowd, the periodic
+	// thread pinned there and the cpuset-confined spinner.
+	waiting := crowd + 2
+
+	var spin []string
+	for range ncpu {
+		spin = append(spin, "infer-spin")
+	}
+	spinners := startHogs(t, 0, spin...)
+	defer spinners.stop()
+
+	startSpinner(t, spinnerSpec{threads: crowd, cpu: crowdCPU})
+	confined := startSpinner(t, spinnerSpec{threads: 2, cpu: -1})
+	cpusetCgroup(t, "hotlane-confined", "2-3", confined.Process.Pid)
+	nice0 := startSpinner(t, spinnerSpec{threads: 1, cpu: niceCPU})
+	nice19 := startSpinner(t, spinnerSpec{threads: 1, cpu: niceCPU, nice: 19})
+	w100 := startSpinner(t, spinnerSpec{threads: 1, cpu: weightCPU})
+	w300 := startSpinner(t, spinnerSpec{threads: 1, cpu: weightCPU})
+	weightCgroup(t, "hotlane-w100", 100, w100.Process.Pid)
+	weightCgroup(t, "hotlane-w300", 300, w300.Process.Pid)
+	shares := []*share{
+		{what: "nice 19 beside nice 0", light: nice19.Process.Pid, heavy: nice0.Process.Pid, wLight: sched.NiceWeight(19), wHeavy: sched.NiceWeight(0)},
+		{what: "cpu.weight 100 beside 300", light: w100.Process.Pid, heavy: w300.Process.Pid, wLight: 100, wHeavy: 300},
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	finish := measure(t, s, table)
+	for _, sh := range shares {
+		sh.start(t)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, ncpu+2)
+	defer moreProcs(ncpu + 1)()
+
+	// A thread pinned to each CPU, a round of 1 ms every 10 ms.
+	tids := make([]atomic.Int64, ncpu)
+	rounds := make([]atomic.Int64, ncpu)
+	for cpu := range ncpu {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- pinnedLoop(ctx, fmt.Sprintf("pinned-%d", cpu), cpu, func() {
+				tids[cpu].CompareAndSwap(0, int64(unix.Gettid()))
+				ts := unix.NsecToTimespec((10 * time.Millisecond).Nanoseconds())
+				unix.Nanosleep(&ts, nil)
+				for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
+				}
+				rounds[cpu].Add(1)
+			})
+		}()
+	}
+	// SCHED_FIFO bursts of 2 ms every 50 ms: what the scheduler must hand
+	// its local queue back around (cpu_release).
+	var bursts atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errs <- pinnedLoop(ctx, "fifo-burst", fifoCPU, func() {
+			if bursts.Load() == 0 {
+				if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0); err != nil {
+					t.Errorf("SCHED_FIFO: %v", err)
+				}
+			}
+			ts := unix.NsecToTimespec((50 * time.Millisecond).Nanoseconds())
+			unix.Nanosleep(&ts, nil)
+			for end := threadCPUTime() + 2*time.Millisecond; threadCPUTime() < end; {
+			}
+			bursts.Add(1)
+		})
+	}()
+	// A CPU going offline and back every few seconds.
+	online := filepath.Join("/sys/devices/system/cpu", fmt.Sprintf("cpu%d", hotplugCPU), "online")
+	var cycles int
+	for ctx.Err() == nil {
+		if err := os.WriteFile(online, []byte("0"), 0o644); err != nil {
+			t.Fatalf("offline CPU %d: %v", hotplugCPU, err)
+		}
+		time.Sleep(2 * time.Second)
+		if err := os.WriteFile(online, []byte("1"), 0o644); err != nil {
+			t.Fatalf("online CPU %d: %v", hotplugCPU, err)
+		}
+		cycles++
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	spinners.stop()
+	snap, d := finish()
+
+	if info, exited, err := s.Exited(); err != nil || exited {
+		t.Fatalf("the scheduler ended under the adversaries: %v (%v)", info, err)
+	}
+	if state := readSysfs(t, "state"); state != "enabled" {
+		t.Fatalf("sched_ext state %q, want enabled", state)
+	}
+	t.Logf("%s: %d hotplug cycles of CPU %d, %d FIFO bursts; guard turns %d, lane preempts %d, lane queued %d, lane steals %d, fair preempts %d, fair steals %d",
+		run, cycles, hotplugCPU, bursts.Load(), d.GuardDispatches, d.PreemptKicks, d.LaneQueued, d.LaneSteals, d.FairPreempts, d.FairSteals)
+	for cpu := range ncpu {
+		if rounds[cpu].Load() == 0 {
+			t.Errorf("the thread pinned to CPU %d made no progress", cpu)
+		}
+	}
+	for _, sh := range shares {
+		got, want := sh.ratio(t)
+		t.Logf("%s: CPU time ratio %.4f, weights promise %.4f (%.2fx)", sh.what, got, want, got/want)
+		if got < 0.8*want || got > 1.2*want {
+			t.Errorf("%s: the CPU split %.4f, not within 20%% of the weights' %.4f", sh.what, got, want)
+		}
+	}
+	checkWaits(t, snap, bound, waiting)
+}
+
+// checkWaits holds every normal task's longest wait to the bound for
+// waiting tasks per CPU, at the lowest weight a task may have (nice 19:
+// the kernel's own khugepaged is one), and logs the longest.
+func checkWaits(t *testing.T, snap *verify.Snapshot, b sched.Bound, waiting int) {
+	t.Helper()
+	limit := b.ForWeight(waiting, sched.NiceWeight(19))
+	var worst verify.TaskLatency
+	n := 0
+	for _, tl := range snap.Tasks {
+		if tl.Class != "normal" {
+			continue
+		}
+		n++
+		if tl.Hist.Max() > worst.Hist.Max() {
+			worst = tl
+		}
+		if max := time.Duration(tl.Hist.Max()); max > limit {
+			t.Errorf("%s[%d] waited %v, over the bound %v (%d waiting per CPU, nice 19)", tl.Comm, tl.PID, max, limit, waiting)
+		}
+	}
+	t.Logf("%d normal tasks; the longest wait %v by %s[%d] (bound %v; %v for nice 0)",
+		n, time.Duration(worst.Hist.Max()), worst.Comm, worst.PID, limit, b.For(waiting))
+	if c := snap.Counters; c.TaskTableFull > 0 || c.RingbufDrops > 0 {
+		t.Errorf("the tracer lost tasks (%d) or events (%d): the check is incomplete", c.TaskTableFull, c.RingbufDrops)
+	}
+	if n == 0 {
+		t.Error("the tracer saw no normal task wait")
+	}
+}
