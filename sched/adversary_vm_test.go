@@ -78,7 +78,9 @@ func init() {
 				fmt.Fprintf(os.Stderr, "nice %d: %v\n", s.nice, err)
 				os.Exit(2)
 			}
+			var n uint64
 			for {
+				n++
 			}
 		}()
 	}
