@@ -156,12 +156,14 @@ func (p *Plot) closeWithTitle(elem, title string) {
 
 // Text is how text is set: Anchor is start (if empty), middle or end;
 // Size is the font size (the plot's 12 if 0); Rotate turns it about its
-// anchor point, in degrees; Color fills it.
+// anchor point, in degrees; Color fills it; Halo outlines it in that
+// colour, so that it stays legible over a line drawn across it.
 type Text struct {
 	Anchor string
 	Size   float64
 	Rotate float64
 	Color  string
+	Halo   string
 	Bold   bool
 }
 
@@ -179,6 +181,9 @@ func (p *Plot) Text(x, y float64, t Text, s string) {
 	}
 	if t.Color != "" {
 		fmt.Fprintf(&p.b, ` fill="%s"`, t.Color)
+	}
+	if t.Halo != "" {
+		fmt.Fprintf(&p.b, ` stroke="%s" stroke-width="4" paint-order="stroke"`, t.Halo)
 	}
 	if t.Bold {
 		p.b.WriteString(` font-weight="bold"`)
