@@ -128,8 +128,12 @@ func WriteTraceFile(path string, vs []Violation, max int) error {
 }
 
 // WriteTraceFile writes the trace of the run's worst max violations to
-// path (WriteTraceFile) and notes it for the report.
+// path (WriteTraceFile) and notes it for the report. Without a violation
+// it writes nothing and returns ErrNoViolation.
 func (r *Result) WriteTraceFile(path string, max int) error {
+	if len(r.Worst) == 0 {
+		return ErrNoViolation
+	}
 	if max <= 0 {
 		max = DefaultTraceViolations
 	}

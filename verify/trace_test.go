@@ -377,11 +377,15 @@ func TestTraceFileAndReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, text.String())
 		}
 	}
-	if err := (&Result{}).WritePlotFile(filepath.Join(dir, "none.svg")); err != ErrNoViolation {
+	none := &Result{}
+	if err := none.WritePlotFile(filepath.Join(dir, "none.svg")); err != ErrNoViolation {
 		t.Errorf("plot without violations: %v, want ErrNoViolation", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "none.svg")); !os.IsNotExist(err) {
-		t.Errorf("a plot without violations was written: %v", err)
+	if err := none.WriteTraceFile(filepath.Join(dir, "none.json"), 0); err != ErrNoViolation {
+		t.Errorf("trace without violations: %v, want ErrNoViolation", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("files %v: a picture without violations was written", entries)
 	}
 }
 

@@ -514,7 +514,11 @@ func (r *Result) writePictures(w io.Writer) {
 		fmt.Fprintf(w, "; %d violations not acted on (over the rate, or while it still ran)\n", a.NotStarted)
 	}
 	if t := r.Trace; t != nil {
-		fmt.Fprintf(w, "trace of the %d worst violations: %s; %s\n", t.Violations, t.Path, HowToOpenTrace)
+		what := fmt.Sprintf("the %d worst violations", t.Violations)
+		if t.Violations == 1 {
+			what = "the worst violation"
+		}
+		fmt.Fprintf(w, "trace of %s: %s; %s\n", what, t.Path, HowToOpenTrace)
 	}
 	if r.Plot != "" {
 		fmt.Fprintf(w, "timeline of the worst violation: %s (SVG: any web browser)\n", r.Plot)
