@@ -58,16 +58,21 @@ var timelineKinds = []string{KindRTDL, KindFair, KindSchedExt, KindTask, KindIRQ
 func WritePlot(w io.Writer, v Violation) error {
 	tl := newTimeline(v)
 	title := fmt.Sprintf("%s[%d] (%s) waited %s for cpu %d", v.Comm, v.PID, v.Class, report.Duration(v.Latency), v.CPU)
-	p := svgplot.New(980, 340, title)
-	p.Left, p.Right, p.Top, p.Bottom = 170, 190, 80, 90
 	sub := v.waited()
 	if v.Bound > 0 {
 		sub += fmt.Sprintf("; bound %s on the %s view", report.Duration(v.Bound), v.View)
 	}
-	pw, ph := p.Inner()
-	for i, line := range wrap(sub, int((float64(p.Width)-p.Right-70)/svgplot.TextWidth("x", 12))) {
+	if v.Why != nil {
+		sub += ". Where it went: " + v.Why.String()
+	}
+	const width = 980
+	subLines := wrap(sub, int((width-90)/svgplot.TextWidth("x", 12)))
+	p := svgplot.New(width, 310+15*len(subLines), title)
+	p.Left, p.Right, p.Top, p.Bottom = 170, 190, 65+15*float64(len(subLines)), 90
+	for i, line := range subLines {
 		p.Text(70, 44+float64(i)*15, svgplot.Text{Color: "#444"}, line)
 	}
+	pw, ph := p.Inner()
 
 	first, last := tl.first(), max(tl.end, tl.crossed)
 	pad := (last - first) / 50
