@@ -14,6 +14,34 @@ import (
 	"github.com/hotlane/hotlane/report"
 )
 
+// inferenceMax5ms is the host tests' policy (comm prefix "infer" is the
+// inference class) and their bound on it.
+func inferenceMax5ms(t *testing.T) (*policy.Table, []Bound) {
+	t.Helper()
+	table, err := policy.Default("infer").Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounds, err := ParseBounds("inference:max<=5ms", "inference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table, bounds
+}
+
+// writeAndReadTrace writes a trace to path with write and reads it back.
+func writeAndReadTrace(t *testing.T, path string, write func() error) parsedTrace {
+	t.Helper()
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseTrace(t, data)
+}
+
 // A SCHED_FIFO hog bursting on a sleeper's CPU, the sleeper at a lower
 // realtime priority so that nothing but realtime work can keep it
 // waiting: the first violation stops the run (a FAIL), runs the
@@ -23,14 +51,7 @@ func TestTraceOfAnRTHog(t *testing.T) {
 	requireRoot(t)
 	hog, victim := rtHogAndSleeper(t, 5)
 
-	table, err := policy.Default("infer").Compile("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bounds, err := ParseBounds("inference:max<=5ms", "inference")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, bounds := inferenceMax5ms(t)
 	var out bytes.Buffer
 	const planned = 30 * time.Second
 	res, err := Run(context.Background(), Options{
@@ -88,14 +109,7 @@ func TestTraceOfAnRTHog(t *testing.T) {
 		t.Fatalf("the hog (%d) is not named as the rt_dl task that took most of the wait: %v", hog, v.Why)
 	}
 	path := filepath.Join(t.TempDir(), "trace.json")
-	if err := res.WriteTraceFile(path, 0); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pt := parseTrace(t, data)
+	pt := writeAndReadTrace(t, path, func() error { return res.WriteTraceFile(path, 0) })
 	rank := 0
 	for i := range res.Worst {
 		if res.Worst[i].At == v.At && res.Worst[i].PID == v.PID {
@@ -128,5 +142,40 @@ func TestTraceOfAnRTHog(t *testing.T) {
 		if !bytes.Contains(text.Bytes(), []byte(want)) {
 			t.Errorf("report lacks %q:\n%s", want, text.String())
 		}
+	}
+}
+
+// A caller that attaches the tracer itself (the bench) keeps the worst
+// violations with a ViolationLog and writes the same trace.
+func TestViolationLogKeepsTheWorst(t *testing.T) {
+	requireRoot(t)
+	hog, victim := rtHogAndSleeper(t, 5)
+	table, bounds := inferenceMax5ms(t)
+	cfg := TracerConfig{Table: table, FilterTGID: uint32(os.Getpid())}
+	WatchBounds(&cfg, bounds)
+	if !cfg.Explain || cfg.Thresholds["inference"] != 5*time.Millisecond {
+		t.Fatalf("WatchBounds: explain %v, thresholds %v", cfg.Explain, cfg.Thresholds)
+	}
+	tr := attachForTest(t, cfg)
+	var log ViolationLog
+	stop := log.Follow(tr, cfg)
+	for deadline := time.Now().Add(20 * time.Second); len(log.Worst()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	worst := log.Worst()
+	if len(worst) == 0 {
+		t.Fatal("no violation kept")
+	}
+	v := worst[0]
+	if int(v.PID) != victim || v.Bound != 5*time.Millisecond || v.Why == nil || len(v.Why.Tasks) == 0 || int(v.Why.Tasks[0].PID) != hog {
+		t.Fatalf("worst %s[%d] bound %v: %v; want the sleeper %d, 5ms, behind the hog %d", v.Comm, v.PID, v.Bound, v.Why, victim, hog)
+	}
+	path := filepath.Join(t.TempDir(), "trace.json")
+	writeAndReadTrace(t, path, func() error { return log.WriteTraceFile(path, 0) }).checkAgainst(t, 1, v)
+	if err := (&ViolationLog{}).WriteTraceFile(filepath.Join(t.TempDir(), "none.json"), 0); err != ErrNoViolation {
+		t.Errorf("an empty log: %v, want ErrNoViolation", err)
 	}
 }
