@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,20 +27,17 @@ func startGroup(t *testing.T, args ...string) {
 	})
 }
 
-// A SCHED_FIFO shell loop bursting on the CPU of a sleeper (a copy of
-// sleep(1) named hl-sleeper, at a lower realtime priority, so that only
-// realtime work can keep it waiting): verify --stop-on-violation ends at
-// the first violation with exit status 1, having run the --on-violation
-// command once with that violation in its environment, and writes the
-// trace and the plot (mode 0600), which the report names.
+// A sleeper (a copy of sleep(1) named hl-sleeper, so that verify selects
+// it alone) under a bound every wait breaks: verify --stop-on-violation
+// ends at the first violation with exit status 1, having run the
+// --on-violation command once with that violation in its environment, and
+// writes the trace and the plot (mode 0600), which the report names.
+// (verify's TestTraceOfAnRTHog puts a realtime hog behind the violation;
+// none here, where the other packages' tests run at the same time and
+// their own hogs must not be held up.)
 func TestVerifyStopsOnViolation(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("attaches the tracer and runs a SCHED_FIFO hog: needs root")
-	}
-	for _, tool := range []string{"chrt", "taskset", "sleep"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (util-linux, coreutils): %v", tool, err)
-		}
+		t.Skip("attaches the tracer: needs root")
 	}
 	bin := hotlaneBinary(t)
 	dir := t.TempDir()
@@ -50,14 +46,11 @@ func TestVerifyStopsOnViolation(t *testing.T) {
 	if data, err := os.ReadFile(sleep); err != nil || os.WriteFile(sleeper, data, 0o755) != nil {
 		t.Fatalf("copy %s: %v", sleep, err)
 	}
-	cpu := strconv.Itoa(runtime.NumCPU() - 1)
-	startGroup(t, "chrt", "-f", "10", "taskset", "-c", cpu, "sh", "-c",
-		`while :; do i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done; sleep 0.03; done`)
-	startGroup(t, "chrt", "-f", "5", "taskset", "-c", cpu, "sh", "-c", `while :; do "$0" 0.001; done`, sleeper)
+	startGroup(t, "sh", "-c", `while :; do "$0" 0.001; done`, sleeper)
 
 	trace, plot, report := filepath.Join(dir, "trace.json"), filepath.Join(dir, "worst.svg"), filepath.Join(dir, "verify.json")
 	stdout, stderr, code := runCLI(t, bin, "verify", "--inference-comm", "hl-sleeper", "--comm", "hl-sleeper",
-		"--bound", "inference:max<=5ms", "--duration", "60s", "--stop-on-violation", "--trace", trace, "--plot", plot,
+		"--bound", "inference:max<=1ns", "--duration", "60s", "--stop-on-violation", "--trace", trace, "--plot", plot,
 		"--json", report, "--top", "0", "--no-histograms", "-q", "--on-violation", "--", "env")
 	if code != exitFail {
 		t.Fatalf("exit %d, want %d (stopped at a violation)\nstdout:\n%s\nstderr:\n%s", code, exitFail, stdout, stderr)
@@ -104,7 +97,7 @@ func TestVerifyStopsOnViolation(t *testing.T) {
 	if data, err := os.ReadFile(trace); err != nil || !json.Valid(data) || !strings.Contains(string(data), `"traceEvents"`) || res.Trace.Path != trace {
 		t.Errorf("trace %s: %v, not a trace file, or not in the JSON (%q)", trace, err, res.Trace.Path)
 	}
-	for _, want := range []string{"violation: " + trace, "ui.perfetto.dev", "timeline of the worst violation: " + plot, "stopped at the first violation"} {
+	for _, want := range []string{trace + "; open it in https://ui.perfetto.dev", "ui.perfetto.dev", "timeline of the worst violation: " + plot, "stopped at the first violation"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the report lacks %q:\n%s", want, stdout)
 		}
