@@ -270,16 +270,18 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := <-done; err != nil {
 		return nil, err
 	}
-	var acted ActionCounts
-	if act != nil {
-		acted = act.wait()
-	}
 	if err := t.Stop(); err != nil {
 		return nil, err
 	}
 	snap, err := t.Snapshot()
 	if err != nil {
 		return nil, err
+	}
+	// The measurement is over: a command still running for a violation
+	// (a perf snapshot, say) is waited for outside it.
+	var acted ActionCounts
+	if act != nil {
+		acted = act.wait()
 	}
 	res := &Result{Header: report.NewHeader("verify", started), Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
 	res.Finish(snap.Elapsed, snap.Counters.losses())
