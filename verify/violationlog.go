@@ -24,7 +24,9 @@ func WatchBounds(cfg *TracerConfig, bounds []Bound) {
 }
 
 // Follow keeps tr's violations, attached with cfg, until the function it
-// returns is called, which must be before tr is closed.
+// returns is called or tr is closed; the function then returns once the
+// reading has ended. Stopping tr (Tracer.Stop) ends the stream, and what
+// it held is read by the time a caller has taken its snapshot.
 func (l *ViolationLog) Follow(tr *Tracer, cfg TracerConfig) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

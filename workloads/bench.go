@@ -210,11 +210,11 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
 	if r.Violations == nil {
 		r.Violations = &verify.ViolationLog{}
 	}
 	defer r.Violations.Follow(tr, cfg)()
+	defer tr.Close()
 	win := report.StartWindow(ctx, b.Duration)
 	res, err := mix.Run(win.Context())
 	win.Stop()
