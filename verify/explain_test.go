@@ -235,16 +235,26 @@ func sleepLoop(ctx context.Context, d time.Duration) {
 	}
 }
 
-// A SCHED_FIFO hog bursting on the sleeper's CPU: the violations are its.
-func TestExplainBlamesAnRTHog(t *testing.T) {
-	requireRoot(t)
+// rtHogAndSleeper runs, until the test ends, a SCHED_FIFO (priority 10)
+// hog "hl-rthog" bursting 20 ms every 50 ms on the last CPU, and beside it
+// "infer-victim" sleeping 1 ms at a time at SCHED_FIFO sleeperPrio (0:
+// SCHED_OTHER); it returns their thread ids.
+func rtHogAndSleeper(t *testing.T, sleeperPrio int) (hog, sleeper int) {
+	t.Helper()
 	cpu := runtime.NumCPU() - 1
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Add(2)
-	onThread(t, "hl-rthog", cpu, 10, func() { defer wg.Done(); spinThenSleep(ctx, 20*time.Millisecond, 30*time.Millisecond) })
-	onThread(t, "infer-victim", cpu, 0, func() { defer wg.Done(); sleepLoop(ctx, time.Millisecond) })
+	hog, _ = onThread(t, "hl-rthog", cpu, 10, func() { defer wg.Done(); spinThenSleep(ctx, 20*time.Millisecond, 30*time.Millisecond) })
+	sleeper, _ = onThread(t, "infer-victim", cpu, sleeperPrio, func() { defer wg.Done(); sleepLoop(ctx, time.Millisecond) })
+	return hog, sleeper
+}
+
+// A SCHED_FIFO hog bursting on the sleeper's CPU: the violations are its.
+func TestExplainBlamesAnRTHog(t *testing.T) {
+	requireRoot(t)
+	rtHogAndSleeper(t, 0)
 
 	s := explainedRun(t, "inference:max<=5ms", 1500*time.Millisecond).inference(t)
 	if sh := s.share(KindRTDL); sh < 0.8 {

@@ -952,6 +952,19 @@ type Violation struct {
 	Resume time.Duration `json:"resume_ns,omitempty"`
 	// Why is where the wait went, if the tracer was asked to explain.
 	Why *Explanation `json:"why,omitempty"`
+	// Bound is the class's threshold, the tightest limit of its bound,
+	// which the wait in View (Felt, or Latency for ViewWait) exceeded;
+	// Run fills them in.
+	Bound time.Duration `json:"bound_ns,omitempty"`
+	View  View          `json:"view,omitempty"`
+}
+
+// Measured is the figure the bound compared: the wait in its view.
+func (v Violation) Measured() time.Duration {
+	if v.View == ViewWait {
+		return v.Latency
+	}
+	return v.Felt
 }
 
 // violationRecord mirrors struct violation.

@@ -32,6 +32,19 @@ type Options struct {
 	// line for what each second left out.
 	Violations              io.Writer
 	ViolationLinesPerSecond int
+	// OnViolation, if set, is a command (an argument vector, run without
+	// a shell) started for a violation with its figures in the
+	// environment (ViolationEnv): at most OnViolationPerSecond a second of
+	// the violations' clock (0: DefaultActionsPerSecond) and one at a
+	// time; the violations it is not started for are counted. Its output
+	// goes to ActionOutput (nil: standard error). Run waits for the last
+	// one to end; ctx ending kills it.
+	OnViolation          []string
+	OnViolationPerSecond int
+	ActionOutput         io.Writer
+	// StopOnViolation ends the run at the first violation, which fails
+	// it, whatever the bounds' clauses say.
+	StopOnViolation bool
 	// Live, if set, is called with the tracer once it is attached (a
 	// metrics endpoint reads it meanwhile); Run calls the function it
 	// returns before it closes the tracer, whatever the outcome.
@@ -73,6 +86,15 @@ type Result struct {
 	// KeptViolations, longest first.
 	Causes []CauseSummary `json:"causes,omitempty"`
 	Worst  []Violation    `json:"violations,omitempty"`
+	// StoppedBy is the violation that ended the run
+	// (Options.StopOnViolation).
+	StoppedBy *Violation `json:"stopped_by,omitempty"`
+	// Actions says what became of Options.OnViolation.
+	Actions *ActionCounts `json:"on_violation,omitempty"`
+	// Trace and Plot are the pictures of the worst violations written
+	// (WriteTraceFile, WritePlotFile).
+	Trace *TraceFile `json:"trace,omitempty"`
+	Plot  string     `json:"plot,omitempty"`
 	// CallbacksTimed is how many sched_ext callbacks the explanations
 	// timed; CallbacksNote says why none were.
 	CallbacksTimed int    `json:"sched_ext_callbacks_timed"`
@@ -130,6 +152,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Duration < 0 {
 		return nil, fmt.Errorf("%w: duration %s must not be negative", ErrBadTracerConfig, opts.Duration)
 	}
+	if (len(opts.OnViolation) > 0 || opts.StopOnViolation) && len(opts.Bounds) == 0 && len(opts.Tracer.Thresholds) == 0 {
+		return nil, fmt.Errorf("%w: acting on violations needs a bound: without one there are none", ErrBadBound)
+	}
 	selection := opts.Tracer.Selection()
 	for _, b := range opts.Bounds {
 		if b.Selected && selection == "" {
@@ -152,15 +177,22 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		defer opts.Live(t)()
 	}
 
+	// A command run for a violation may outlive the window, not a signal.
+	signals := ctx
 	win := report.StartWindow(ctx, opts.Duration)
 	defer win.Stop()
 	ctx = win.Context()
 	var (
-		streamed uint64
-		printer  *ViolationPrinter
-		causes   CauseSummaries
-		worst    = worstViolations{n: KeptViolations}
+		streamed  uint64
+		printer   *ViolationPrinter
+		causes    CauseSummaries
+		worst     = worstViolations{n: KeptViolations}
+		act       *actions
+		stoppedBy *Violation
 	)
+	if len(opts.OnViolation) > 0 {
+		act = newActions(signals, opts.OnViolation, opts.OnViolationPerSecond, opts.ActionOutput)
+	}
 	if opts.Violations != nil {
 		printer = &ViolationPrinter{W: opts.Violations, PerSecond: opts.ViolationLinesPerSecond}
 		if printer.PerSecond <= 0 {
@@ -170,11 +202,24 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	done := make(chan error, 1)
 	go func() {
 		done <- t.ReadViolations(ctx, func(v Violation) {
+			v.Bound, v.View = opts.Tracer.Thresholds[v.Class], orFelt(opts.Tracer.ThresholdViews[v.Class])
 			streamed++
 			causes.Add(v)
 			worst.add(v)
 			if printer != nil {
 				printer.Print(v)
+			}
+			// What the reader still finds after a stop was measured, and
+			// is counted, but acted on no more.
+			if stoppedBy != nil {
+				return
+			}
+			if act != nil {
+				act.run(v)
+			}
+			if opts.StopOnViolation {
+				stoppedBy = &v
+				win.Stop()
 			}
 		})
 	}()
@@ -232,6 +277,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The measurement is over: a command still running for a violation
+	// (a perf snapshot, say) is waited for outside it.
+	var acted ActionCounts
+	if act != nil {
+		acted = act.wait()
+	}
 	res := &Result{Header: report.NewHeader("verify", started), Snapshot: snap, Violations: streamed, Pass: true, Worst: worst.trim()}
 	res.Finish(snap.Elapsed, snap.Counters.losses())
 	res.Ended(win)
@@ -250,6 +301,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		res.Cost = cost
 	}
 	res.check(opts.Bounds, snap, selection)
+	if act != nil {
+		res.Actions = &acted
+	}
+	if stoppedBy != nil {
+		res.StoppedBy, res.Pass = stoppedBy, false
+	}
 	res.Verdict = report.Judge(res.Interrupted, res.Pass)
 	res.Pass = res.Verdict == report.VerdictPass
 	return res, nil
@@ -408,6 +465,10 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 	case len(r.Bounds) > 0:
 		fmt.Fprintf(w, "verdict: %s\n", strings.ToUpper(string(report.Judge(false, r.Pass))))
 	}
+	if v := r.StoppedBy; v != nil {
+		fmt.Fprintf(w, "stopped at the first violation (--stop-on-violation) after %s: %s %s pid %d %s on cpu %d\n",
+			s.Elapsed.Round(time.Millisecond), v.Class, v.Comm, v.PID, v.waited(), v.CPU)
+	}
 	if len(r.Causes) > 0 {
 		fmt.Fprintln(w, "\nwhere the violations' waits went (on the CPU that ended each):")
 		writeCauses(w, r.Causes)
@@ -418,6 +479,7 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 		}
 		fmt.Fprintln(w)
 	}
+	r.writePictures(w)
 
 	secs := max(s.Elapsed.Seconds(), 1e-9) // a synthetic result may have none
 	notPrinted := ""
@@ -441,6 +503,31 @@ func (r *Result) WriteText(w io.Writer, o TextOptions) error {
 		fmt.Fprintf(w, "note: %d classifications could not be cached (task storage busy or full)\n", s.Counters.ClassifyUncached)
 	}
 	return s.Counters.losses().WriteText(w)
+}
+
+// writePictures says what became of the violations: the command run for
+// them, and where their pictures are and how to open them.
+func (r *Result) writePictures(w io.Writer) {
+	if a := r.Actions; a != nil {
+		fmt.Fprintf(w, "on-violation: command started %d times, %d failed", a.Started, a.Failed)
+		if a.FirstError != "" {
+			fmt.Fprintf(w, " (first: %s)", a.FirstError)
+		}
+		fmt.Fprintf(w, "; %d violations not acted on (over the rate, or while it still ran)\n", a.NotStarted)
+	}
+	if t := r.Trace; t != nil {
+		what := fmt.Sprintf("the %d worst violations", t.Violations)
+		if t.Violations == 1 {
+			what = "the worst violation"
+		}
+		fmt.Fprintf(w, "trace of %s: %s; %s\n", what, t.Path, HowToOpenTrace)
+	}
+	if r.Plot != "" {
+		fmt.Fprintf(w, "timeline of the worst violation: %s (SVG: any web browser)\n", r.Plot)
+	}
+	if r.Actions != nil || r.Trace != nil || r.Plot != "" {
+		fmt.Fprintln(w)
+	}
 }
 
 // WriteJSON writes the report for machines.

@@ -26,8 +26,7 @@ type ViolationPrinter struct {
 	W         io.Writer
 	PerSecond int
 
-	window     time.Duration // the second being counted, At truncated
-	inWindow   int
+	limit      perSecond
 	held       map[string]uint64 // not printed in this window, per class
 	Printed    uint64
 	NotPrinted uint64
@@ -35,11 +34,12 @@ type ViolationPrinter struct {
 
 // Print writes v, or counts it if its second already has PerSecond lines.
 func (p *ViolationPrinter) Print(v Violation) {
-	if w := v.At.Truncate(time.Second); w != p.window {
+	p.limit.max = p.PerSecond
+	ok, newSecond := p.limit.admit(v.At)
+	if newSecond {
 		p.Flush()
-		p.window, p.inWindow = w, 0
 	}
-	if p.PerSecond > 0 && p.inWindow >= p.PerSecond {
+	if !ok {
 		if p.held == nil {
 			p.held = map[string]uint64{}
 		}
@@ -47,7 +47,6 @@ func (p *ViolationPrinter) Print(v Violation) {
 		p.NotPrinted++
 		return
 	}
-	p.inWindow++
 	p.Printed++
 	if v.Why != nil {
 		fmt.Fprintf(p.W, "violation: %s %s pid %d %s on cpu %d: %s\n",
@@ -56,6 +55,28 @@ func (p *ViolationPrinter) Print(v Violation) {
 	}
 	fmt.Fprintf(p.W, "violation: %s %s pid %d %s on cpu %d while %s (pid %d) ran\n",
 		v.Class, v.Comm, v.PID, v.waited(), v.CPU, v.PrevComm, v.PrevPID)
+}
+
+// perSecond admits at most max events (0: all) in any second of the
+// violations' own clock (their At, so that a backlog read late is limited
+// as it happened): the violation lines and the --on-violation commands.
+type perSecond struct {
+	max    int
+	second time.Duration // the second being counted, At truncated
+	in     int
+}
+
+// admit says whether an event at `at` is admitted, and whether it is the
+// first of a new second.
+func (l *perSecond) admit(at time.Duration) (ok, newSecond bool) {
+	if s := at.Truncate(time.Second); s != l.second {
+		l.second, l.in, newSecond = s, 0, true
+	}
+	if l.max > 0 && l.in >= l.max {
+		return false, newSecond
+	}
+	l.in++
+	return true, newSecond
 }
 
 // waited says how long v waited, and, if its timer woke it, how long it

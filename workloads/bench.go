@@ -34,6 +34,9 @@ type Bench struct {
 	EnableTimeout time.Duration
 	// Progress receives a line per run.
 	Progress io.Writer
+	// Bounds, if set, have the tracer explain the waits over them, and
+	// each Run keep its worst in Violations, for a trace.
+	Bounds []verify.Bound
 }
 
 // DefaultEnableTimeout is how long a scheduler program may take to enable.
@@ -73,6 +76,8 @@ type Run struct {
 	Failure string `json:"failure,omitempty"`
 	// Summary has the figures of the report; NewReport fills it.
 	Summary *RunSummary `json:"summary,omitempty"`
+	// Violations keeps the worst waits over Bench.Bounds, all repeats.
+	Violations *verify.ViolationLog `json:"-"`
 }
 
 // BackgroundWork is the background's work: hog loops and stress-ng bogo
@@ -199,10 +204,16 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 			return err
 		}
 	}
-	tr, err := verify.Attach(verify.TracerConfig{Table: table, PerTask: true})
+	cfg := verify.TracerConfig{Table: table, PerTask: true}
+	verify.WatchBounds(&cfg, b.Bounds)
+	tr, err := verify.Attach(cfg)
 	if err != nil {
 		return err
 	}
+	if r.Violations == nil {
+		r.Violations = &verify.ViolationLog{}
+	}
+	defer r.Violations.Follow(tr, cfg)()
 	defer tr.Close()
 	win := report.StartWindow(ctx, b.Duration)
 	res, err := mix.Run(win.Context())

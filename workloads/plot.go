@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/svgplot"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 )
@@ -15,70 +15,11 @@ import (
 // ErrNoSamples is returned for a plot with nothing to draw.
 var ErrNoSamples = errors.New("no samples to plot")
 
-// plotColors are told apart in print and by most colour-blind readers.
-var plotColors = []string{"#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#999999"}
-
-// plotColor is variant i's colour; past the palette, lines are dashed.
-func plotColor(i int) (color, dash string) {
-	color = plotColors[i%len(plotColors)]
-	if i >= len(plotColors) {
-		dash = ` stroke-dasharray="6 3"`
-	}
-	return color, dash
-}
-
 // percentileTicks are the tail plot's x ticks: -log10(1-q) and a label.
 var percentileTicks = []struct {
 	t     float64
 	label string
 }{{0, "min"}, {math.Log10(2), "p50"}, {1, "p90"}, {2, "p99"}, {3, "p99.9"}, {4, "p99.99"}, {5, "p99.999"}}
-
-// svgPlot is the frame every plot shares.
-type svgPlot struct {
-	b                        strings.Builder
-	width, height            int
-	left, right, top, bottom float64
-}
-
-func newPlot(width, height int, title string) *svgPlot {
-	p := &svgPlot{width: width, height: height, left: 70, right: 170, top: 40, bottom: 60}
-	fmt.Fprintf(&p.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
-	fmt.Fprintf(&p.b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&p.b, `<text x="%g" y="24" font-size="15">%s</text>`+"\n", p.left, xmlEscape(title))
-	return p
-}
-
-func (p *svgPlot) finish(w io.Writer) error {
-	p.b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, p.b.String())
-	return err
-}
-
-// legend writes entry i of the legend on the right.
-func (p *svgPlot) legend(i int, name string) {
-	color, dash := plotColor(i)
-	ly := p.top + 10 + float64(i)*20
-	x := float64(p.width) - p.right + 14
-	fmt.Fprintf(&p.b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="%s" stroke-width="3"%s/>`+"\n", x, ly, x+24, ly, color, dash)
-	fmt.Fprintf(&p.b, `<text x="%g" y="%.1f">%s</text>`+"\n", x+30, ly+4, xmlEscape(name))
-}
-
-// logAxis maps a positive value onto [from, to] on a log10 scale over
-// whole decades [lo, hi].
-type logAxis struct{ lo, hi, from, to float64 }
-
-func newLogAxis(minV, maxV, from, to float64) logAxis {
-	lo, hi := math.Floor(math.Log10(minV)), math.Ceil(math.Log10(maxV))
-	if hi <= lo {
-		hi = lo + 1
-	}
-	return logAxis{lo, hi, from, to}
-}
-
-func (a logAxis) at(v float64) float64 {
-	f := (math.Log10(math.Max(v, math.Pow(10, a.lo))) - a.lo) / (a.hi - a.lo)
-	return a.from + math.Min(f, 1)*(a.to-a.from)
-}
 
 // WriteTail draws the lane's latency in one view (ViewTracer, ViewApp or
 // ViewOutside) for every variant as an SVG quantile plot: percentile on
@@ -109,8 +50,8 @@ func (r *Report) writeTail(w io.Writer, title string, hist func(Run) *verify.His
 	if math.IsInf(lo, 0) {
 		return fmt.Errorf("%w for %s", ErrNoSamples, title)
 	}
-	p := newPlot(760, 440, title)
-	pw, ph := float64(p.width)-p.left-p.right, float64(p.height)-p.top-p.bottom
+	p := svgplot.New(760, 440, title)
+	pw, ph := p.Inner()
 	// The x axis ends at the last percentile the largest sample set
 	// resolves (1 - 1/N), between p99.9 and p99.999.
 	tmax := math.Min(math.Max(math.Ceil(math.Log10(float64(most))), 3), 5)
@@ -119,53 +60,60 @@ func (r *Report) writeTail(w io.Writer, title string, hist func(Run) *verify.His
 		if q < 1 {
 			t = math.Min(-math.Log10(1-q), tmax)
 		}
-		return p.left + t/tmax*pw
+		return p.Left + t/tmax*pw
 	}
-	ya := newLogAxis(lo, hi, p.top+ph, p.top)
+	ya := svgplot.NewLogAxis(lo, hi, p.Top+ph, p.Top)
 
 	for _, tk := range percentileTicks {
 		if tk.t > tmax {
 			break
 		}
-		px := p.left + tk.t/tmax*pw
-		fmt.Fprintf(&p.b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", px, p.top, px, p.top+ph)
-		fmt.Fprintf(&p.b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px, p.top+ph+18, tk.label)
+		px := p.Left + tk.t/tmax*pw
+		p.Line(px, p.Top, px, p.Top+ph, svgplot.Stroke{Color: "#ddd"})
+		p.Text(px, p.Top+ph+18, svgplot.Text{Anchor: "middle"}, tk.label)
 	}
-	for e := ya.lo; e <= ya.hi; e++ {
-		py := ya.at(math.Pow(10, e))
-		fmt.Fprintf(&p.b, `<line x1="%g" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", p.left, py, p.left+pw, py)
-		fmt.Fprintf(&p.b, `<text x="%g" y="%.1f" text-anchor="end">%s</text>`+"\n", p.left-6, py+4, report.Duration(time.Duration(math.Pow(10, e))))
-	}
-	fmt.Fprintf(&p.b, `<text x="%.1f" y="%d" text-anchor="middle">percentile (log scale of 1 - q)</text>`+"\n", p.left+pw/2, p.height-14)
-	fmt.Fprintf(&p.b, `<text x="18" y="%.1f" transform="rotate(-90 18 %.1f)" text-anchor="middle">latency (log scale)</text>`+"\n", p.top+ph/2, p.top+ph/2)
+	latencyGrid(p, ya, p.Left+pw)
+	p.Text(p.Left+pw/2, float64(p.Height-14), svgplot.Text{Anchor: "middle"}, "percentile (log scale of 1 - q)")
+	p.Text(18, p.Top+ph/2, svgplot.Text{Anchor: "middle", Rotate: -90}, "latency (log scale)")
 
 	for i, run := range r.Runs {
 		h := hist(run)
 		if h.Count() == 0 {
 			continue
 		}
-		color, dash := plotColor(i)
-		fmt.Fprintf(&p.b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", color, dash, quantilePoints(h, x, ya.at))
-		p.legend(i, run.Scheduler)
+		color, dash := svgplot.Color(i)
+		p.Polyline(quantilePoints(h, x, ya.At), svgplot.Stroke{Color: color, Width: 2, Dash: dash})
+		p.Legend(i, run.Scheduler)
 	}
-	return p.finish(w)
+	return p.Finish(w)
 }
 
 // quantilePoints steps through the histogram's quantile function: for q
 // between the fractions of samples below and up to a bucket, the bucket's
 // upper edge (capped at the exact maximum).
-func quantilePoints(h *verify.Histogram, x func(float64) float64, y func(float64) float64) string {
-	var pts []string
+// It returns the points as x0, y0, x1, y1, ...
+func quantilePoints(h *verify.Histogram, x func(float64) float64, y func(float64) float64) []float64 {
+	var pts []float64
 	var seen uint64
 	total := float64(h.Count())
 	for i, n := range h.Buckets() {
 		_, hi := verify.BucketBounds(i)
 		v := float64(min(hi, h.Max()))
-		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(float64(seen)/total), y(v)))
+		pts = append(pts, x(float64(seen)/total), y(v))
 		seen += n
-		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(float64(seen)/total), y(v)))
+		pts = append(pts, x(float64(seen)/total), y(v))
 	}
-	return strings.Join(pts, " ")
+	return pts
+}
+
+// latencyGrid draws the horizontal lines and labels of a log latency
+// axis, from the plot's left margin to right.
+func latencyGrid(p *svgplot.Plot, ya svgplot.LogAxis, right float64) {
+	for e := ya.Lo; e <= ya.Hi; e++ {
+		py := ya.At(math.Pow(10, e))
+		p.Line(p.Left, py, right, py, svgplot.Stroke{Color: "#eee"})
+		p.Text(p.Left-6, py+4, svgplot.Text{Anchor: "end"}, report.Duration(time.Duration(math.Pow(10, e))))
+	}
 }
 
 // costView is the lane view the cost chart plots: the outside tool's when
@@ -222,46 +170,38 @@ func (r *Report) WriteCost(w io.Writer) error {
 	}
 	blo, bhi = math.Min(math.Floor(blo*10-0.5)/10, 0.9), math.Max(math.Ceil(bhi*10+0.5)/10, 1.1)
 
-	p := newPlot(860, 440, "lane p99 ("+view+" view) vs. cost to everyone else")
-	p.left, p.right = 70, 150
+	p := svgplot.New(860, 440, "lane p99 ("+view+" view) vs. cost to everyone else")
+	p.Left, p.Right = 70, 150
 	gapX := 60.0
-	pw := (float64(p.width) - p.left - p.right - gapX) / 2
-	ph := float64(p.height) - p.top - p.bottom
-	ya := newLogAxis(lo, hi, p.top+ph, p.top)
-	xa := newLogAxis(wlo, whi, p.left, p.left+pw)
-	x2 := func(v float64) float64 { return p.left + pw + gapX + (v-blo)/(bhi-blo)*pw }
+	pw, ph := p.Inner()
+	pw = (pw - gapX) / 2
+	ya := svgplot.NewLogAxis(lo, hi, p.Top+ph, p.Top)
+	xa := svgplot.NewLogAxis(wlo, whi, p.Left, p.Left+pw)
+	x2 := func(v float64) float64 { return p.Left + pw + gapX + (v-blo)/(bhi-blo)*pw }
 
-	for e := ya.lo; e <= ya.hi; e++ {
-		py := ya.at(math.Pow(10, e))
-		fmt.Fprintf(&p.b, `<line x1="%g" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", p.left, py, p.left+2*pw+gapX, py)
-		fmt.Fprintf(&p.b, `<text x="%g" y="%.1f" text-anchor="end">%s</text>`+"\n", p.left-6, py+4, report.Duration(time.Duration(math.Pow(10, e))))
-	}
-	for e := xa.lo; e <= xa.hi; e++ {
-		px := xa.at(math.Pow(10, e))
-		fmt.Fprintf(&p.b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", px, p.top, px, p.top+ph)
-		fmt.Fprintf(&p.b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px, p.top+ph+18, report.Duration(time.Duration(math.Pow(10, e))))
+	latencyGrid(p, ya, p.Left+2*pw+gapX)
+	for e := xa.Lo; e <= xa.Hi; e++ {
+		px := xa.At(math.Pow(10, e))
+		p.Line(px, p.Top, px, p.Top+ph, svgplot.Stroke{Color: "#ddd"})
+		p.Text(px, p.Top+ph+18, svgplot.Text{Anchor: "middle"}, report.Duration(time.Duration(math.Pow(10, e))))
 	}
 	for v := blo; v <= bhi+1e-9; v += 0.1 {
 		px := x2(v)
-		fmt.Fprintf(&p.b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", px, p.top, px, p.top+ph)
-		fmt.Fprintf(&p.b, `<text x="%.1f" y="%.1f" text-anchor="middle">%.1f</text>`+"\n", px, p.top+ph+18, v)
+		p.Line(px, p.Top, px, p.Top+ph, svgplot.Stroke{Color: "#ddd"})
+		p.Text(px, p.Top+ph+18, svgplot.Text{Anchor: "middle"}, fmt.Sprintf("%.1f", v))
 	}
-	fmt.Fprintf(&p.b, `<text x="%.1f" y="%d" text-anchor="middle">other tasks' p99 run-queue wait (log)</text>`+"\n", p.left+pw/2, p.height-14)
-	fmt.Fprintf(&p.b, `<text x="%.1f" y="%d" text-anchor="middle">background work per free CPU-s, vs %s</text>`+"\n", p.left+1.5*pw+gapX, p.height-14, xmlEscape(r.Baseline))
-	fmt.Fprintf(&p.b, `<text x="18" y="%.1f" transform="rotate(-90 18 %.1f)" text-anchor="middle">lane p99 (log)</text>`+"\n", p.top+ph/2, p.top+ph/2)
+	p.Text(p.Left+pw/2, float64(p.Height-14), svgplot.Text{Anchor: "middle"}, "other tasks' p99 run-queue wait (log)")
+	p.Text(p.Left+1.5*pw+gapX, float64(p.Height-14), svgplot.Text{Anchor: "middle"}, "background work per free CPU-s, vs "+r.Baseline)
+	p.Text(18, p.Top+ph/2, svgplot.Text{Anchor: "middle", Rotate: -90}, "lane p99 (log)")
 
 	for _, q := range pts {
-		color, _ := plotColor(q.i)
-		y := ya.at(q.lane)
-		fmt.Fprintf(&p.b, `<circle cx="%.1f" cy="%.1f" r="5" fill="%s"/>`+"\n", xa.at(q.wait), y, color)
+		color, _ := svgplot.Color(q.i)
+		y := ya.At(q.lane)
+		p.Circle(xa.At(q.wait), y, 5, color)
 		if q.bg > 0 {
-			fmt.Fprintf(&p.b, `<circle cx="%.1f" cy="%.1f" r="5" fill="%s"/>`+"\n", x2(q.bg), y, color)
+			p.Circle(x2(q.bg), y, 5, color)
 		}
-		p.legend(q.i, q.name)
+		p.Legend(q.i, q.name)
 	}
-	return p.finish(w)
-}
-
-func xmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+	return p.Finish(w)
 }

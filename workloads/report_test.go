@@ -238,9 +238,9 @@ func TestQuantilePointsReachTheTail(t *testing.T) {
 	h.Record(uint64(100 * time.Millisecond))
 	x := func(q float64) float64 { return 1000 * q }
 	y := func(v float64) float64 { return v }
-	pts := strings.Fields(quantilePoints(&h, x, y))
-	if len(pts) != 4 || !strings.HasPrefix(pts[1], "999.0,") || !strings.HasSuffix(pts[3], ",100000000.0") {
-		t.Errorf("points %v", pts)
+	pts := quantilePoints(&h, x, y)
+	if len(pts) != 8 || pts[2] != 999 || pts[7] != 1e8 {
+		t.Errorf("points %v, want (x, y) 4 times, the second at x 999 and the last at y 1e8", pts)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
@@ -47,7 +48,7 @@ func runBench(ctx context.Context, args []string) int {
 	scxSimple := fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the kernel's scx_simple")
 	scxQmap := fs.String("scx-qmap", vm.ScxQmapGuestPath, "path of the kernel's scx_qmap")
 	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency of the class ('' for none)")
-	out := fs.String("out", defaultOutDir(), "write report.txt, report.json and the SVG plots here")
+	out := fs.String("out", defaultOutDir(), "write report.txt, report.json, the SVG plots and, per variant, a trace of its worst waits over --bound (trace-VARIANT.json, as verify --trace) here")
 	junitPath := fs.String("junit", "", "also write a JUnit XML report to this file: a test case per variant (an error if it did not run) and per clause of the bound")
 	var comms listFlag
 	fs.Var(&comms, "inference-comm", "comm prefix hotlane treats as inference (default: the lane's own comms: infer, cyclictest)")
@@ -231,6 +232,7 @@ Flags:
 		Policy:        pol,
 		EnableTimeout: *enableTimeout,
 		Progress:      os.Stderr,
+		Bounds:        bounds,
 	}
 	runs, err := b.Run(ctx)
 	interrupted := errors.Is(err, report.ErrInterrupted)
@@ -249,6 +251,9 @@ Flags:
 		return fail(err)
 	}
 	fmt.Fprintf(os.Stderr, "hotlane bench: %s in %s\n", strings.Join(files, ", "), *out)
+	if slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(f, "trace-") }) {
+		fmt.Fprintf(os.Stderr, "hotlane bench: each trace-VARIANT.json holds that variant's worst waits over the bound: %s\n", verify.HowToOpenTrace)
+	}
 	if err := ci.write("hotlane bench", started, rep.Cases(time.Since(started))); err != nil {
 		return fail(err)
 	}
@@ -316,6 +321,26 @@ func writeBenchFiles(rep *workloads.Report, dir string) ([]string, error) {
 	}
 	if err := write("cost.svg", rep.WriteCost); err != nil {
 		return nil, err
+	}
+	// Each variant's worst violations, as verify --trace writes them.
+	for _, run := range rep.Runs {
+		if run.Violations == nil {
+			continue
+		}
+		// A --scheduler NAME may hold anything; the file's name may not.
+		name := "trace-" + strings.Map(func(r rune) rune {
+			if r == '/' || r == 0 || r > unicode.MaxASCII || unicode.IsSpace(r) {
+				return '_'
+			}
+			return r
+		}, run.Scheduler) + ".json"
+		if err := run.Violations.WriteTraceFile(filepath.Join(dir, name), 0); errors.Is(err, verify.ErrNoViolation) {
+			os.Remove(filepath.Join(dir, name)) // an earlier run's must not pass for this one's
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		names = append(names, name)
 	}
 	return names, nil
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -47,6 +49,12 @@ func runVerify(ctx context.Context, args []string) int {
 	extCallbacks := fs.Bool("ext-callbacks", false, "explanations also say how much of a wait went to the sched_ext scheduler's callbacks (fentry/fexit on each callback of the scheduler loaded now; taxes every callback run, about 1.5us per run under TCG)")
 	waitOnly := fs.Bool("wait-only", false, "look for no wake-up causes: attach no timer or sleep-return hooks, so felt is the wait and timers cost the tracer nothing")
 	violationLines := intFlag(fs, "violation-lines", verify.DefaultViolationLinesPerSecond, 1, 1<<20, "print at most this many violations a second, then how many more there were per class")
+	tracePath := fs.String("trace", "", "write the worst violations (--trace-max) as a trace, Chrome's JSON trace event format: the waiting task's track and its CPU's, what ran there by name and kind, the wake-up, switch-in and bound; "+verify.HowToOpenTrace+"; mode 0600, it names tasks")
+	traceMax := intFlag(fs, "trace-max", verify.DefaultTraceViolations, 1, verify.KeptViolations, "how many of the worst violations --trace holds")
+	plotPath := fs.String("plot", "", "draw the worst violation as an SVG timeline to this file: its wait, its CPU's time by kind, the bound (mode 0600)")
+	onViolation := fs.Bool("on-violation", false, "run the command given after -- for each violation, with HOTLANE_VIOLATION_* in its environment (see above); an argument vector, run without a shell")
+	actionRate := intFlag(fs, "on-violation-per-second", verify.DefaultActionsPerSecond, 1, 1000, "start the --on-violation command for at most this many violations a second, one at a time")
+	stopOnViolation := fs.Bool("stop-on-violation", false, "end the run at the first violation, a FAIL (exit status 1)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane verify [flags]
 
@@ -74,6 +82,20 @@ in tasks of the fair class or chosen by a sched_ext scheduler (the three
 longest named), idle, whether the task migrated and whether sched_ext
 exited meanwhile. The report adds these up per class.
 
+Pictures and actions: --trace FILE writes the worst violations as a trace
+that ui.perfetto.dev and chrome://tracing open (Debian's perfetto package
+has no trace processor): per violation the waiting task's track and its
+CPU's, with the explanation's parts as slices. --plot FILE draws the worst
+as an SVG timeline. --on-violation runs the command after -- for each
+violation (at most --on-violation-per-second, one at a time; verify waits
+for the last), as an argument vector, no shell, its output on standard
+error, with the violation in its environment: HOTLANE_VIOLATION_PID, TGID,
+COMM, CLASS, CPU, AT_NS (CLOCK_MONOTONIC), LATENCY_NS (the figure the
+bound checked), VIEW, BOUND_NS, WAIT_NS, FELT_NS, TIMER_DELIVERY_NS,
+PREV_PID, PREV_COMM, and with an explanation CAUSE, PARTS (KIND=NS ...),
+RAN (COMM[PID] KIND/CLASS NS, ...), FROM_CPU, EXPLANATION.
+--stop-on-violation ends the run at the first violation: a FAIL.
+
 A bound without CLASS: covers the tasks --pid, --tid or --comm select,
 whatever class the policy puts them in ('--pid 1234 --bound max<=1ms');
 without those flags it covers the policy's first class. The report says
@@ -97,6 +119,8 @@ Examples:
   hotlane verify --bound 'inference/wait:p99<=100us' --duration 30s
   hotlane verify --tid 4242 --tid 4243 --top 2 --duration 5s
   hotlane verify --pid 1234 --bound 'p99<=1ms,max<=5ms'
+  hotlane verify --bound 'inference:max<=5ms' --trace worst.json --plot worst.svg
+  hotlane verify --bound 'inference:max<=5ms' --stop-on-violation --on-violation -- perf record -a -g -o perf.data sleep 1
 
 Flags:
 `)
@@ -109,8 +133,17 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hotlane verify: %v\n", err)
 		return exitError
 	}
-	if fs.NArg() > 0 {
-		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	var action []string
+	switch {
+	case *onViolation && fs.NArg() == 0:
+		return fail(errors.New("--on-violation needs the command after --, e.g. --on-violation -- logger -t hotlane violation"))
+	case *onViolation:
+		action = fs.Args()
+		if _, err := exec.LookPath(action[0]); err != nil {
+			return fail(fmt.Errorf("--on-violation: %w", err))
+		}
+	case fs.NArg() > 0:
+		return fail(fmt.Errorf("unexpected argument %q (a command to run on each violation goes after --on-violation --)", fs.Arg(0)))
 	}
 	if *listen != "" && !flagGiven(fs, "duration") {
 		*duration = 0 // a service: until stopped
@@ -148,6 +181,20 @@ Flags:
 		}
 	}
 	tracer.Explain = len(bounds) > 0 && !*noExplain
+	for _, f := range []string{"trace", "plot", "on-violation", "stop-on-violation"} {
+		if flagGiven(fs, f) && len(bounds) == 0 {
+			return fail(fmt.Errorf("--%s needs --bound: a violation is a wait over it", f))
+		}
+	}
+	// Checked before tracing, so that a bad path fails first.
+	for _, f := range []struct{ flag, path string }{{"--trace", *tracePath}, {"--plot", *plotPath}} {
+		if f.path == stdoutPath {
+			return fail(fmt.Errorf("%s needs a file name", f.flag))
+		}
+		if _, err := newOutput(f.path, ownerReads); err != nil {
+			return fail(err)
+		}
+	}
 	if *pid > 0 {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", *pid)); err != nil {
 			return fail(fmt.Errorf("--pid %d: no such process", *pid))
@@ -174,7 +221,8 @@ Flags:
 		}
 	}
 
-	opts := verify.Options{Tracer: tracer, Bounds: bounds, Duration: *duration}
+	opts := verify.Options{Tracer: tracer, Bounds: bounds, Duration: *duration,
+		OnViolation: action, OnViolationPerSecond: *actionRate, StopOnViolation: *stopOnViolation}
 	if !*quiet {
 		opts.Progress = os.Stderr
 		opts.ProgressInterval = max(*duration/10, time.Second)
@@ -213,6 +261,20 @@ Flags:
 	}
 	if tracerMetrics != nil {
 		tracerMetrics.Detach(res.Snapshot)
+	}
+	if *tracePath != "" {
+		if err := res.WriteTraceFile(*tracePath, *traceMax); errors.Is(err, verify.ErrNoViolation) {
+			fmt.Fprintf(os.Stderr, "hotlane verify: --trace %s: no violation, not written\n", *tracePath)
+		} else if err != nil {
+			return fail(err)
+		}
+	}
+	if *plotPath != "" {
+		if err := res.WritePlotFile(*plotPath); errors.Is(err, verify.ErrNoViolation) {
+			fmt.Fprintf(os.Stderr, "hotlane verify: --plot %s: no violation, not written\n", *plotPath)
+		} else if err != nil {
+			return fail(err)
+		}
 	}
 	if err := res.WriteText(textOut(jsonOut, *quiet), verify.TextOptions{TopTasks: *top, Histograms: !*noHist, PerCPU: *perCPU, HideTGID: uint32(os.Getpid())}); err != nil {
 		return fail(err)
