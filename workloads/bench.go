@@ -325,7 +325,7 @@ func (b Bench) startProgram(v Variant, r *Run) (stop func(), alive func() error,
 	if within <= 0 {
 		within = DefaultEnableTimeout
 	}
-	p, out, err := startProcess("", v.Command...)
+	p, out, err := startProcess("", 0, v.Command...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start %s: %w", v.Command[0], err)
 	}
