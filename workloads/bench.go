@@ -56,6 +56,14 @@ type Run struct {
 	LaneFelt *verify.Histogram `json:"lane_felt"`
 	// Classes is the tracer's run-queue latency per policy class.
 	Classes []verify.ClassLatency `json:"classes"`
+	// Fair is the tracer's run-queue latency of every task outside the
+	// policy's high-priority classes: everyone but the lane.
+	Fair *verify.Histogram `json:"fair_tracer"`
+	// Judgements are the outside judges' own figures (perf bench,
+	// sysbench, rt-app, stress-ng's waking stressors), in the order of
+	// Mix.Judges; RequestServers each request server's.
+	Judgements     []Judgement           `json:"judgements,omitempty"`
+	RequestServers []RequestServerResult `json:"request_servers,omitempty"`
 	// TracerLosses counts what the tracer could not record.
 	TracerLosses uint64 `json:"tracer_losses"`
 	HogWork      uint64 `json:"hog_work"`           // total hog loops over all repeats
@@ -129,16 +137,28 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Measured once, under the scheduler the bench starts from, so that
+	// every variant's judges do the same work.
+	b.Workload.RtApp = slices.Clone(b.Workload.RtApp)
+	if len(b.Workload.RtApp) > 0 {
+		b.progress("bench: calibrating rt-app (its ns per loop)\n")
+	}
+	if err := b.Workload.Calibrate(ctx); err != nil {
+		return nil, err
+	}
 	runs := make([]Run, len(b.Variants))
 	for i, v := range b.Variants {
 		runs[i] = Run{
-			Scheduler:  v.Name,
-			Variant:    v,
-			Periodic:   make([]PeriodicResult, len(b.Workload.Periodic)),
-			Cyclictest: make([]CyclictestResult, len(b.Workload.Cyclictest)),
-			Lane:       &verify.Histogram{},
-			LaneFelt:   &verify.Histogram{},
-			CPUs:       runtime.NumCPU(),
+			Scheduler:      v.Name,
+			Variant:        v,
+			Periodic:       make([]PeriodicResult, len(b.Workload.Periodic)),
+			Cyclictest:     make([]CyclictestResult, len(b.Workload.Cyclictest)),
+			Lane:           &verify.Histogram{},
+			LaneFelt:       &verify.Histogram{},
+			Fair:           &verify.Histogram{},
+			Judgements:     make([]Judgement, b.Workload.Judges()),
+			RequestServers: make([]RequestServerResult, len(b.Workload.RequestServers)),
+			CPUs:           runtime.NumCPU(),
 		}
 		for _, class := range table.Names {
 			runs[i].Classes = append(runs[i].Classes, verify.ClassLatency{Class: class,
@@ -234,6 +254,15 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		r.Classes[i].Hist.Merge(c.Hist)
 		r.Classes[i].Felt.Merge(c.Felt)
 		r.Classes[i].TimerDelivery.Merge(c.TimerDelivery)
+		if i < len(b.Policy.Classes) && !b.Policy.Classes[i].HighPriority {
+			r.Fair.Merge(c.Hist)
+		}
+	}
+	for i := range min(len(r.Judgements), len(res.Judgements)) {
+		r.Judgements[i].Merge(&res.Judgements[i])
+	}
+	for i := range res.RequestServers {
+		r.RequestServers[i].Merge(&res.RequestServers[i])
 	}
 	lane := res.LaneTIDs()
 	for _, t := range snap.Tasks {
@@ -269,6 +298,16 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	b.progress("bench: %s: lane samples: tracer %d, app %d (%d missed), cyclictest %d; lane CPU: app %s, cyclictest %s; background %d hog loops, %d bogo ops over %s\n",
 		r.Scheduler, laneTracerCount(snap.Tasks, lane), app, missed, outside, appCPU.Round(time.Millisecond), outsideCPU.Round(time.Millisecond),
 		hog, stress, res.Ran.Round(time.Millisecond))
+	if len(res.Judgements)+len(res.RequestServers) > 0 {
+		var said []string
+		for _, j := range res.Judgements {
+			said = append(said, fmt.Sprintf("%s %d runs", j.Judge, j.Runs))
+		}
+		for _, s := range res.RequestServers {
+			said = append(said, fmt.Sprintf("request server %d served, %d unfinished", s.Served, s.Unfinished))
+		}
+		b.progress("bench: %s: judges: %s\n", r.Scheduler, strings.Join(said, ", "))
+	}
 	return nil
 }
 
