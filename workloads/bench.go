@@ -211,7 +211,11 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		wctx, cancel := context.WithTimeout(ctx, b.Warmup)
 		_, err := mix.Run(wctx)
 		cancel()
-		if err != nil {
+		// A warm-up is for starting up: one whose outside programs had
+		// not begun working by its end is what it is for.
+		if errors.Is(err, ErrNoWork) {
+			b.progress("bench: %s: warm-up: %v\n", r.Scheduler, err)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -223,7 +227,11 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	mctx, cancel := context.WithTimeout(ctx, b.Duration)
 	res, err := mix.Run(mctx)
 	cancel()
-	if err != nil {
+	// Outside programs that did no work are a failure of the variant,
+	// but what everything else measured is kept for the report: it shows
+	// what the variant left them.
+	noWork := err
+	if err != nil && !errors.Is(err, ErrNoWork) {
 		return err
 	}
 	if err := tr.Stop(); err != nil {
@@ -308,7 +316,7 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		}
 		b.progress("bench: %s: judges: %s\n", r.Scheduler, strings.Join(said, ", "))
 	}
-	return nil
+	return noWork
 }
 
 func laneTracerCount(tasks []verify.TaskLatency, lane []int) uint64 {

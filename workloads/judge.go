@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -15,6 +16,11 @@ import (
 // time, a rate, a latency), and the bench sets that figure under each
 // variant beside EEVDF's: what the lane costs everyone else, in the words
 // of tools nobody here wrote.
+
+// ErrNoWork is wrapped by a generator's error when its workers did no work
+// at all in a run: on a stalled machine, or in a run too short for them to
+// have started.
+var ErrNoWork = errors.New("did no work")
 
 // Which figure is a judge's own (Judgement.Headline).
 const (

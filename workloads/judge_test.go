@@ -87,7 +87,7 @@ func TestParseSysbench(t *testing.T) {
 		t.Errorf("a report cut short: %v", err)
 	}
 	got := strings.Join(Sysbench{Test: SysbenchThreads, Threads: 4, RunTime: 2 * time.Second}.Args(), " ")
-	if got != "threads --threads=4 --time=2 --histogram=on run" {
+	if got != "threads --threads=4 --time=2 --thread-yields=100 --histogram=on run" {
 		t.Errorf("args %q", got)
 	}
 	if err := (Sysbench{Test: SysbenchCPU, Threads: 1, RunTime: 1500 * time.Millisecond}).validate(); err == nil {
@@ -134,21 +134,47 @@ func TestParseRtAppLog(t *testing.T) {
 		t.Errorf("first chain period %+v, want a response of 17501 us", ps)
 	}
 	for text, want := range map[string]string{
-		"   0 1 2 3\n":                                      "before the #idx header",
-		"#idx perf run\n   0 1 2\n":                         "no period column",
-		"# Policy : SCHED_OTHER priority : 0\n":             "no #idx header",
-		"#idx period slack c_period wu_lat\n 0 10 x 10 1\n": `slack "x" is not a number`,
+		"   0 1 2 3\n":                          "before the #idx header",
+		"#idx perf run\n   0 1 2\n":             "no period column",
+		"# Policy : SCHED_OTHER priority : 0\n": "no #idx header",
+		"#idx perf run period slack c_period wu_lat\n 0 1 1 10 x 10 1\n": `slack "x" is not a number`,
 	} {
 		if _, err := ParseRtAppLog(strings.NewReader(text)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", text, err, want)
 		}
 	}
-	b, _ := os.ReadFile("testdata/rt-app/calibration.txt")
-	if ns, err := ParseRtAppCalibration(string(b)); err != nil || ns != 22 {
-		t.Errorf("calibration %d, %v; want 22 ns", ns, err)
+	// A judgement from the logs: the overruns are missed, and have no
+	// wake-up sample but a chain response (the longest), and the last
+	// period, cut short by the stop before its timer, is left out.
+	for _, tc := range []struct {
+		file                  string
+		chain                 bool
+		work, missed, samples int
+	}{
+		{"rt-app/light-periodic.log", false, 192, 4, 188},
+		{"rt-app/overloaded-periodic.log", false, 86, 86, 0},
+		{"rt-app/overloaded-chain-head.log", true, 67, 67, 67},
+		{"rt-app/light-chain-head.log", true, 99, 3, 99},
+	} {
+		j := Judgement{Latency: &verify.Histogram{}}
+		if err := addRtAppLog(&j, "testdata/"+tc.file, tc.chain); err != nil {
+			t.Fatal(err)
+		}
+		if int(j.Work) != tc.work || j.Missed != tc.missed || int(j.Latency.Count()) != tc.samples {
+			t.Errorf("%s: %g periods, %d missed, %d samples; want %d, %d, %d", tc.file, j.Work, j.Missed, j.Latency.Count(), tc.work, tc.missed, tc.samples)
+		}
+		if tc.samples > 0 && j.Latency.Min() == 0 {
+			t.Errorf("%s: a sample of 0", tc.file)
+		}
 	}
-	if _, err := ParseRtAppCalibration("[rt-app] <crit> Cannot open file\n"); err == nil || !strings.Contains(err.Error(), "Cannot open file") {
-		t.Errorf("no calibration: %v", err)
+	// Calibrate's run on the host: ten periods of 100000 loops, the
+	// fastest in 2389 us: 23.89 ns a loop.
+	ps, _ = ParseRtAppLog(openTestdata(t, "rt-app/calibrate.log"))
+	if ns, err := NsPerLoop(ps); err != nil || ns != 24 || len(ps) != 10 || ps[0].Loops != 100000 || ps[0].Run != 2525*time.Microsecond {
+		t.Errorf("ns per loop %d, %v (periods %+v); want 24", ns, err, ps)
+	}
+	if _, err := NsPerLoop([]RtAppPeriod{{Period: time.Millisecond}}); err == nil {
+		t.Error("a calibration from no loops")
 	}
 }
 
@@ -215,9 +241,9 @@ func TestJudgementFigures(t *testing.T) {
 	}
 }
 
-// Runs the host's perf, sysbench, rt-app and stress-ng as judges for a
-// few seconds: each finishes runs (or periods) and says so in its own
-// figure.
+// Runs the host's perf, sysbench, rt-app and stress-ng as judges, each
+// kind on its own for two seconds: each finishes runs (or periods) and
+// says so in its own figure. rt-app is calibrated first.
 func TestJudgesOnHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs perf, sysbench, rt-app and stress-ng")
@@ -227,32 +253,43 @@ func TestJudgesOnHost(t *testing.T) {
 			t.Skipf("%s is not installed (scripts/deps.sh installs it)", p)
 		}
 	}
-	m := Mix{
-		PerfBench: []PerfBench{{Bench: PerfMessaging, Groups: 1, Loops: 5}, {Bench: PerfPipe, Loops: 1000}},
-		Sysbench:  []Sysbench{{Test: SysbenchThreads, Threads: 2, RunTime: time.Second}, {Test: SysbenchCPU, Threads: 1, RunTime: time.Second}},
-		// A calibration given: rt-app's own takes 6 s.
-		RtApp:    []RtApp{{Periodic: 1, Period: 10 * time.Millisecond, Compute: time.Millisecond, Chain: 2, ChainPeriod: 20 * time.Millisecond, ChainCompute: time.Millisecond, Calibration: 20}},
-		StressNg: []StressNg{{Switch: 1, Futex: 1, Pipe: 1}},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	rtapp := &RtApp{Periodic: 1, Period: 10 * time.Millisecond, Compute: time.Millisecond, Chain: 2, ChainPeriod: 20 * time.Millisecond, ChainCompute: time.Millisecond}
+	calibrate, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := m.Run(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if err := rtapp.Calibrate(calibrate); err != nil || rtapp.Calibration <= 0 {
+		t.Fatalf("rt-app's calibration: %d ns per loop, %v", rtapp.Calibration, err)
 	}
-	want := []string{"perf-messaging", "perf-pipe", "sysbench-threads", "sysbench-cpu", "rt-app-periodic", "rt-app-chain", "stress-ng-switch", "stress-ng-futex", "stress-ng-pipe"}
-	if len(res.Judgements) != len(want) || m.Judges() != len(want) {
-		t.Fatalf("%d judgements (Judges says %d), want %d", len(res.Judgements), m.Judges(), len(want))
-	}
-	for i, j := range res.Judgements {
-		f, ok := j.Figure()
-		t.Logf("%s: %d runs, %+v", j.Judge, j.Runs, f)
-		if j.Judge != want[i] || j.Runs == 0 || !ok || f.Value <= 0 {
-			t.Errorf("judgement %d: %s with %d runs and figure %+v (%v), want %s with a figure", i, j.Judge, j.Runs, f, ok, want[i])
+	t.Logf("rt-app: %d ns per loop", rtapp.Calibration)
+	for _, tc := range []struct {
+		mix  Mix
+		want []string
+	}{
+		{Mix{PerfBench: []PerfBench{{Bench: PerfMessaging, Groups: 1, Loops: 5}, {Bench: PerfPipe, Loops: 1000}}}, []string{"perf-messaging", "perf-pipe"}},
+		{Mix{Sysbench: []Sysbench{{Test: SysbenchThreads, Threads: 2, RunTime: time.Second}, {Test: SysbenchCPU, Threads: 1, RunTime: time.Second}}}, []string{"sysbench-threads", "sysbench-cpu"}},
+		{Mix{RtApp: []RtApp{*rtapp}}, []string{"rt-app-periodic", "rt-app-chain"}},
+		{Mix{StressNg: []StressNg{{Switch: 1, Futex: 1, Pipe: 1}}}, []string{"stress-ng-switch", "stress-ng-futex", "stress-ng-pipe"}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		res, err := tc.mix.Run(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if res.StressOps[0] != 0 {
-		t.Errorf("stress-ng without CPU workers has CPU ops %d", res.StressOps[0])
+		if len(res.Judgements) != len(tc.want) || tc.mix.Judges() != len(tc.want) {
+			t.Fatalf("%d judgements (Judges says %d), want %v", len(res.Judgements), tc.mix.Judges(), tc.want)
+		}
+		for i, j := range res.Judgements {
+			f, ok := j.Figure()
+			t.Logf("%s: %d runs, %s %g %s", j.Judge, j.Runs, f.Name, f.Value, f.Unit)
+			if j.Judge != tc.want[i] || j.Runs == 0 || !ok || f.Value <= 0 {
+				t.Errorf("judgement %d: %s with %d runs and figure %+v (%v), want %s with a figure", i, j.Judge, j.Runs, f, ok, tc.want[i])
+			}
+		}
+		for i, ops := range res.StressOps {
+			if ops != 0 {
+				t.Errorf("stress-ng %d without CPU workers has CPU ops %d", i, ops)
+			}
+		}
 	}
 }
 

@@ -42,11 +42,12 @@ func startProcess(dir string, keep int, argv ...string) (*process, *tailBuffer, 
 	return p, out, nil
 }
 
-// runUntilDone starts argv in dir and waits until ctx is done; the
-// program exiting first is an error. The caller stops the program (stop)
-// and, whatever happens, kills what is left (kill).
-func runUntilDone(ctx context.Context, dir, name string, argv []string) (*process, *tailBuffer, error) {
-	p, out, err := startProcess(dir, 0, argv...)
+// runUntilDone starts argv in dir, keeping keep bytes of its output as
+// startProcess does, and waits until ctx is done; the program exiting
+// first is an error. The caller stops the program (stop) and, whatever
+// happens, kills what is left (kill).
+func runUntilDone(ctx context.Context, dir, name string, keep int, argv []string) (*process, *tailBuffer, error) {
+	p, out, err := startProcess(dir, keep, argv...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -56,6 +57,35 @@ func runUntilDone(ctx context.Context, dir, name string, argv []string) (*proces
 	case <-p.done:
 		return p, out, fmt.Errorf("%s exited during the run: %s", name, out.last())
 	}
+}
+
+// startGrace is how long an outside program's workers run, at least,
+// after a run that ended before they were started.
+const startGrace = 500 * time.Millisecond
+
+// awaitStart waits, after the run ended, until started says the program
+// has started its workers, for 10 s at most, and when they had not started
+// by the end of the run gives them startGrace more: a program stopped
+// before it started writes no results (stress-ng dies of the signal,
+// rt-app writes empty logs), and one stopped just after has measured
+// nothing. The program exiting meanwhile is an error.
+func (p *process) awaitStart(out *tailBuffer, name string, started func() bool) error {
+	late := !started()
+	for deadline := time.Now().Add(10 * time.Second); !started() && time.Now().Before(deadline); {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited during the run: %s", name, out.last())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if late {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited during the run: %s", name, out.last())
+		case <-time.After(startGrace):
+		}
+	}
+	return nil
 }
 
 func (p *process) exited() bool {
@@ -109,10 +139,13 @@ func (t *tailBuffer) Write(b []byte) (int, error) {
 }
 
 // contains reports whether the text still held contains s.
-func (t *tailBuffer) contains(s string) bool {
+func (t *tailBuffer) contains(s string) bool { return t.count(s) > 0 }
+
+// count is how many times the text still held contains s.
+func (t *tailBuffer) count(s string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return strings.Contains(string(t.buf), s)
+	return strings.Count(string(t.buf), s)
 }
 
 // String returns the text still held.

@@ -72,10 +72,6 @@ func (s StressNg) program() string {
 // stressNgStarted is what stress-ng prints as it starts its workers.
 const stressNgStarted = "dispatching hogs"
 
-// workerGrace is how long stress-ng's workers run, at least, after a run
-// that ended before they were started.
-const workerGrace = 500 * time.Millisecond
-
 // Args are stress-ng's arguments for a run writing its metrics to yaml.
 func (s StressNg) Args(yaml string) []string {
 	var args []string
@@ -115,7 +111,7 @@ func (s StressNg) Run(ctx context.Context) (StressNgResult, error) {
 	argv := append([]string{s.program()}, s.Args(yaml)...)
 	// In dir: stress-ng may leave temporary files in its working directory.
 	started := time.Now()
-	p, out, err := runUntilDone(ctx, dir, "stress-ng", argv)
+	p, out, err := runUntilDone(ctx, dir, "stress-ng", 0, argv)
 	if p != nil {
 		defer p.kill()
 	}
@@ -125,22 +121,9 @@ func (s StressNg) Run(ctx context.Context) (StressNgResult, error) {
 	// Stopped before it has started its workers (a short run on a busy
 	// machine), stress-ng dies of the signal without writing metrics; just
 	// after, its workers have done nothing and its metrics leave the
-	// stressor out. So a run that ends before the workers were started
-	// waits for them and gives them workerGrace.
-	late := !out.contains(stressNgStarted)
-	for deadline := time.Now().Add(10 * time.Second); !out.contains(stressNgStarted) && time.Now().Before(deadline); {
-		select {
-		case <-p.done:
-			return res, fmt.Errorf("stress-ng exited during the run: %s", out.last())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if late {
-		select {
-		case <-p.done:
-			return res, fmt.Errorf("stress-ng exited during the run: %s", out.last())
-		case <-time.After(workerGrace):
-		}
+	// stressor out.
+	if err := p.awaitStart(out, "stress-ng", func() bool { return out.contains(stressNgStarted) }); err != nil {
+		return res, err
 	}
 	ran := time.Since(started).Seconds()
 	if err := p.stop(10 * time.Second); err != nil {
@@ -155,22 +138,19 @@ func (s StressNg) Run(ctx context.Context) (StressNgResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if s.CPU > 0 {
-		if res.CPUOps, err = stressorOps(ops, "cpu"); err != nil {
-			return res, err
-		}
-	}
 	// The rate is per second of the run: stress-ng 0.15 leaves the
 	// wall-clock time of some stressors it stopped by SIGINT at 0.
+	// A waking stressor left out did nothing: for a judge, that is its
+	// figure (none), not a failed run.
 	for _, w := range s.wakers() {
-		n, err := stressorOps(ops, w.name)
-		if err != nil {
-			return res, err
-		}
+		n := ops[w.name]
 		res.Judgements = append(res.Judgements, Judgement{Judge: "stress-ng-" + w.name, Command: strings.Join(argv, " "),
 			Runs: 1, Work: float64(n), Unit: "bogo ops", Seconds: ran, Headline: HeadlineRate})
 	}
-	return res, nil
+	if s.CPU > 0 {
+		res.CPUOps, err = stressorOps(ops, "cpu")
+	}
+	return res, err
 }
 
 func stressorOps(ops map[string]uint64, stressor string) (uint64, error) {
@@ -178,7 +158,7 @@ func stressorOps(ops map[string]uint64, stressor string) (uint64, error) {
 	if !ok {
 		// --metrics-brief leaves out a stressor none of whose workers
 		// did any work (and none returned): they never got to run.
-		return 0, fmt.Errorf("stress-ng metrics have no %s stressor: its workers never ran (a stalled machine?)", stressor)
+		return 0, fmt.Errorf("stress-ng metrics have no %s stressor: its workers %w (a stalled machine?)", stressor, ErrNoWork)
 	}
 	return n, nil
 }

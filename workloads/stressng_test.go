@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestParseStressNgOps(t *testing.T) {
 	}
 	// A stressor whose workers never ran is left out of the metrics.
 	ops, _ := ParseStressNgOps(strings.NewReader("metrics:\n    - stressor: vm\n      bogo-ops: 5\n"))
-	if _, err := stressorOps(ops, "cpu"); err == nil || !strings.Contains(err.Error(), "no cpu stressor") {
+	if _, err := stressorOps(ops, "cpu"); !errors.Is(err, ErrNoWork) || !strings.Contains(err.Error(), "no cpu stressor") {
 		t.Errorf("missing stressor: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,9 @@ type Sysbench struct {
 	Threads int    `json:"threads"`
 	// RunTime is one run's --time, in whole seconds.
 	RunTime time.Duration `json:"run_time_ns"`
+	// Yields is the threads test's --thread-yields, the yields an event
+	// makes; 0 means DefaultSysbenchYields.
+	Yields int `json:"yields,omitempty"`
 }
 
 // sysbench tests.
@@ -40,6 +44,13 @@ const (
 // shortest sysbench takes, so that a run of a few seconds counts several.
 const DefaultSysbenchRunTime = time.Second
 
+// DefaultSysbenchYields is the threads test's yields per event unless told
+// otherwise: a tenth of sysbench's 1000. sysbench lets the events in
+// flight finish after --time, and on a loaded machine, where each yield
+// waits for every other runnable task, an event of 1000 yields took
+// seconds: a 1 s run did not end within a 3 s measurement.
+const DefaultSysbenchYields = 100
+
 func (s Sysbench) program() string { return orDefault(s.Path, "sysbench") }
 
 func (s Sysbench) validate() error {
@@ -50,13 +61,19 @@ func (s Sysbench) validate() error {
 		return fmt.Errorf("sysbench threads %d must be 1..%d", s.Threads, MaxThreads)
 	case s.RunTime < time.Second || s.RunTime > time.Hour || s.RunTime%time.Second != 0:
 		return fmt.Errorf("sysbench run time %s must be whole seconds, 1s..1h", s.RunTime)
+	case s.Yields < 0 || s.Yields > 1_000_000:
+		return fmt.Errorf("sysbench yields %d must be 0..1000000", s.Yields)
 	}
 	return nil
 }
 
 // Args are sysbench's arguments for one run.
 func (s Sysbench) Args() []string {
-	return []string{s.Test, "--threads=" + strconv.Itoa(s.Threads), fmt.Sprintf("--time=%d", int(s.RunTime.Seconds())), "--histogram=on", "run"}
+	args := []string{s.Test, "--threads=" + strconv.Itoa(s.Threads), fmt.Sprintf("--time=%d", int(s.RunTime.Seconds()))}
+	if s.Test == SysbenchThreads {
+		args = append(args, "--thread-yields="+strconv.Itoa(cmp.Or(s.Yields, DefaultSysbenchYields)))
+	}
+	return append(args, "--histogram=on", "run")
 }
 
 // Run runs sysbench again and again until ctx is done.
