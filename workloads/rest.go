@@ -3,6 +3,8 @@ package workloads
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hotlane/hotlane/report"
@@ -126,6 +128,9 @@ func (r *Report) writeRest(w io.Writer) error {
 func (r *Report) writeJudges(w io.Writer) error {
 	var rows [][]string
 	for _, run := range r.Runs {
+		if run.Rounds == 0 {
+			continue // it failed before it measured anything; it says so below
+		}
 		for i := range run.Judgements {
 			j := &run.Judgements[i]
 			fig := "-"
@@ -156,4 +161,83 @@ func (r *Report) writeJudges(w io.Writer) error {
 	t := report.Table{Header: []string{"judge", "variant", "runs", "figure", "latency of", "p50", "p99", "max", "missed"}, Rows: rows}
 	out.Do(t.WriteText)
 	return out.Err()
+}
+
+// LabeledReport is a bench report with what tells it apart from others
+// in a comparison (the machine it ran on: "16 CPUs").
+type LabeledReport struct {
+	Label  string
+	Report *Report
+}
+
+// WriteRestMarkdown writes the rest-of-the-machine figures of several
+// benches (make scale: one per machine size) as one Markdown table: per
+// bench and figure, each variant's value and its ratio to the bench's
+// baseline, and a line saying which variants failed or were skipped.
+func WriteRestMarkdown(w io.Writer, reports []LabeledReport) error {
+	var variants []string
+	for _, lr := range reports {
+		for _, run := range lr.Report.Runs {
+			if !slices.Contains(variants, run.Scheduler) {
+				variants = append(variants, run.Scheduler)
+			}
+		}
+	}
+	out := report.NewWriter(w)
+	out.Printf("| machine | figure | better | %s |\n", strings.Join(variants, " | "))
+	out.Printf("|%s\n", strings.Repeat(" --- |", 3+len(variants)))
+	for _, lr := range reports {
+		rep := lr.Report
+		var status []string
+		for _, s := range rep.Skipped {
+			status = append(status, s.Name+" skipped: "+s.Reason)
+		}
+		var names []string
+		byVariant := map[string]map[string]RestFigure{}
+		for _, run := range rep.Runs {
+			if run.Failure != "" {
+				status = append(status, run.Scheduler+" failed: "+run.Failure)
+			}
+			if run.Rounds == 0 {
+				continue
+			}
+			byVariant[run.Scheduler] = map[string]RestFigure{}
+			for _, f := range run.summary().Rest {
+				byVariant[run.Scheduler][f.Name] = f
+				if !slices.Contains(names, f.Name) {
+					names = append(names, f.Name)
+				}
+			}
+		}
+		if len(status) == 0 {
+			status = []string{"every variant ran to the end"}
+		}
+		row := append([]string{lr.Label, mdEscape(strings.Join(status, "; ")), ""}, make([]string, len(variants))...)
+		out.Printf("| %s |\n", strings.Join(row, " | "))
+		for _, name := range names {
+			cells := []string{lr.Label, name, "lower"}
+			for _, v := range variants {
+				f, ok := byVariant[v][name]
+				switch {
+				case !ok:
+					cells = append(cells, "-")
+					continue
+				case f.HigherIsBetter:
+					cells[2] = "higher"
+				}
+				cell := formatFigure(f.Value, f.Unit)
+				if v != rep.Baseline && f.VsBaseline > 0 {
+					cell += fmt.Sprintf(" (%s)", ratio(f.VsBaseline))
+				}
+				cells = append(cells, cell)
+			}
+			out.Printf("| %s |\n", strings.Join(cells, " | "))
+		}
+	}
+	return out.Err()
+}
+
+// mdEscape keeps text inside one Markdown table cell.
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
 }

@@ -26,8 +26,8 @@ func judgedRuns() []Run {
 		return []RequestServerResult{{WakeUp: *hist(ms / 10), Request: *hist(p99), Served: 1000, Unfinished: 2, Ran: time.Second}}
 	}
 	return []Run{
-		{Scheduler: EEVDF, Fair: hist(ms, 2*ms), Lane: hist(4 * ms), Judgements: judges(0.5, 2000, ms), RequestServers: server(2 * ms)},
-		{Scheduler: HotlaneName, Fair: hist(2*ms, 4*ms), Lane: hist(ms), Judgements: judges(1, 1000, ms), RequestServers: server(4 * ms)},
+		{Scheduler: EEVDF, Rounds: 1, Fair: hist(ms, 2*ms), Lane: hist(4 * ms), Judgements: judges(0.5, 2000, ms), RequestServers: server(2 * ms)},
+		{Scheduler: HotlaneName, Rounds: 1, Fair: hist(2*ms, 4*ms), Lane: hist(ms), Judgements: judges(1, 1000, ms), RequestServers: server(4 * ms)},
 	}
 }
 
@@ -97,4 +97,32 @@ func afterHeading(t *testing.T, out, heading string) string {
 	}
 	section, _, _ = strings.Cut(section, "\n\n")
 	return section
+}
+
+// make scale's table: per machine and figure, each variant's value and
+// its ratio to the baseline; a failed variant is said once and left
+// blank.
+func TestRestMarkdown(t *testing.T) {
+	small := NewReport(testStart, judgedRuns(), nil, EEVDF, nil)
+	runs := append(judgedRuns(), Run{Scheduler: ScxSimple, Failure: "sched_ext was not enabled | within 30s"})
+	big := NewReport(testStart, runs, []Skipped{{Name: ScxQmap, Reason: "not found"}}, EEVDF, nil)
+	var b strings.Builder
+	if err := WriteRestMarkdown(&b, []LabeledReport{{"8 CPUs", small}, {"16 CPUs", big}}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| machine | figure | better | eevdf | hotlane | scx_simple |\n| --- | --- | --- | --- | --- | --- |\n",
+		"| 8 CPUs | every variant ran to the end |  |  |  |  |\n",
+		"| 8 CPUs | perf-pipe | higher | 1k ops/s | 500 ops/s (0.500) | - |\n",
+		"| 16 CPUs | fair wake-up p99 | lower | 2.00ms | 4.00ms (2.000) | - |\n",
+		`| 16 CPUs | scx_qmap skipped: not found; scx_simple failed: sched_ext was not enabled \| within 30s |  |  |  |  |`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "| 16 CPUs | perf-messaging time/run |"); n != 1 {
+		t.Errorf("%d rows for perf-messaging at 16 CPUs:\n%s", n, out)
+	}
 }
