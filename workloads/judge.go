@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hotlane/hotlane/verify"
 )
@@ -46,11 +47,11 @@ type Judgement struct {
 	// amount of work (perf bench, sysbench) runs again and again; the
 	// run the end of the measurement cut short is not counted.
 	Runs int `json:"runs"`
-	// Work is what the finished runs did, in Unit, over Seconds by the
-	// judge's own clock (or the bench's, where the judge has none).
-	Work    float64 `json:"work"`
-	Unit    string  `json:"unit"`
-	Seconds float64 `json:"seconds"`
+	// Work is what the finished runs did, in Unit, in Time by the judge's
+	// own clock (or the bench's, where the judge has none).
+	Work float64       `json:"work"`
+	Unit string        `json:"unit"`
+	Time time.Duration `json:"time_ns"`
 	// Latency holds the judge's own latency samples, where it reports
 	// them (rt-app: timer wake-up or chain response; sysbench: per
 	// event), and LatencyOf says what they are.
@@ -69,7 +70,7 @@ func (j *Judgement) Merge(other *Judgement) {
 	}
 	j.Runs += other.Runs
 	j.Work += other.Work
-	j.Seconds += other.Seconds
+	j.Time += other.Time
 	j.Missed += other.Missed
 	if other.Latency != nil {
 		if j.Latency == nil {
@@ -93,15 +94,15 @@ type Figure struct {
 func (j *Judgement) Figure() (f Figure, ok bool) {
 	switch j.Headline {
 	case HeadlineTime:
-		if j.Runs == 0 || j.Seconds <= 0 {
+		if j.Runs == 0 || j.Time <= 0 {
 			return f, false
 		}
-		return Figure{Name: j.Judge + " time/run", Unit: "s", Value: j.Seconds / float64(j.Runs)}, true
+		return Figure{Name: j.Judge + " time/run", Unit: "ns", Value: float64(j.Time) / float64(j.Runs)}, true
 	case HeadlineRate:
-		if j.Work <= 0 || j.Seconds <= 0 {
+		if j.Work <= 0 || j.Time <= 0 {
 			return f, false
 		}
-		return Figure{Name: j.Judge, Unit: j.Unit + "/s", Value: j.Work / j.Seconds, HigherIsBetter: true}, true
+		return Figure{Name: j.Judge, Unit: j.Unit + "/s", Value: j.Work / j.Time.Seconds(), HigherIsBetter: true}, true
 	case HeadlineLatency:
 		if j.Latency == nil || j.Latency.Count() == 0 {
 			return f, false

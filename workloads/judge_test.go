@@ -24,15 +24,15 @@ func openTestdata(t *testing.T, name string) *os.File {
 // perf 6.1's output (bookworm's linux-perf), captured on the host.
 func TestParsePerfBench(t *testing.T) {
 	m, err := ParsePerfBench(openTestdata(t, "perf-messaging.txt"))
-	if err != nil || m.Total != 0.048 || m.Ops != 0 || m.Seconds() != 0.048 {
+	if err != nil || m.Total != 48*time.Millisecond || m.Ops != 0 || m.Time() != 48*time.Millisecond {
 		t.Errorf("messaging: %+v, %v; want a total of 0.048 s", m, err)
 	}
 	p, err := ParsePerfBench(openTestdata(t, "perf-pipe.txt"))
-	if err != nil || p.Ops != 5000 || p.Total != 0.035 || p.UsecsPerOp != 7.1426 {
+	if err != nil || p.Ops != 5000 || p.Total != 35*time.Millisecond || p.UsecsPerOp != 7.1426 {
 		t.Errorf("pipe: %+v, %v; want 5000 ops at 7.1426 us in 0.035 s", p, err)
 	}
 	// Time per op has more digits than the total.
-	if got := p.Seconds(); got < 0.035712 || got > 0.035714 {
+	if got := p.Time(); got != 35713*time.Microsecond {
 		t.Errorf("pipe seconds %v, want 5000 x 7.1426 us", got)
 	}
 	if _, err := ParsePerfBench(strings.NewReader("# Running 'sched/pipe' benchmark:\n")); err == nil || !strings.Contains(err.Error(), "Total time") {
@@ -219,22 +219,22 @@ func TestJudgementFigures(t *testing.T) {
 		j    Judgement
 		want Figure
 	}{
-		{Judgement{Judge: "perf-messaging", Headline: HeadlineTime, Runs: 4, Seconds: 2}, Figure{Name: "perf-messaging time/run", Unit: "s", Value: 0.5}},
-		{Judgement{Judge: "perf-pipe", Headline: HeadlineRate, Unit: "ops", Work: 1000, Seconds: 4}, Figure{Name: "perf-pipe", Unit: "ops/s", Value: 250, HigherIsBetter: true}},
+		{Judgement{Judge: "perf-messaging", Headline: HeadlineTime, Runs: 4, Time: 2 * time.Second}, Figure{Name: "perf-messaging time/run", Unit: "ns", Value: 5e8}},
+		{Judgement{Judge: "perf-pipe", Headline: HeadlineRate, Unit: "ops", Work: 1000, Time: 4 * time.Second}, Figure{Name: "perf-pipe", Unit: "ops/s", Value: 250, HigherIsBetter: true}},
 		{Judgement{Judge: "rt-app-periodic", Headline: HeadlineLatency, Latency: lat, LatencyOf: "wake-up"}, Figure{Name: "rt-app-periodic wake-up p99", Unit: "ns", Value: float64(lat.QuantileUpper(0.99))}},
 	} {
 		if got, ok := tc.j.Figure(); !ok || got != tc.want {
 			t.Errorf("%s: %+v %v, want %+v", tc.j.Judge, got, ok, tc.want)
 		}
 	}
-	for _, empty := range []Judgement{{Headline: HeadlineTime}, {Headline: HeadlineRate, Seconds: 1}, {Headline: HeadlineLatency}} {
+	for _, empty := range []Judgement{{Headline: HeadlineTime}, {Headline: HeadlineRate, Time: time.Second}, {Headline: HeadlineLatency}} {
 		if f, ok := empty.Figure(); ok {
 			t.Errorf("a judgement with nothing finished has figure %+v", f)
 		}
 	}
 	var merged Judgement
 	for range 2 {
-		merged.Merge(&Judgement{Judge: "x", Headline: HeadlineRate, Unit: "ops", Runs: 1, Work: 10, Seconds: 1, Missed: 1, Latency: lat})
+		merged.Merge(&Judgement{Judge: "x", Headline: HeadlineRate, Unit: "ops", Runs: 1, Work: 10, Time: time.Second, Missed: 1, Latency: lat})
 	}
 	if merged.Judge != "x" || merged.Runs != 2 || merged.Work != 20 || merged.Missed != 2 || merged.Latency.Count() != 200 {
 		t.Errorf("merged %+v", merged)

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // PerfBench runs one of perf's scheduler benchmarks (linux-perf) as a
@@ -95,12 +97,11 @@ func (p PerfBench) Run(ctx context.Context) (Judgement, error) {
 		if err != nil {
 			return err
 		}
+		j.Time += r.Time()
 		if p.Bench == PerfPipe {
 			j.Work += float64(r.Ops)
-			j.Seconds += r.Seconds()
 		} else {
 			j.Work++
-			j.Seconds += r.Total
 		}
 		return nil
 	})
@@ -109,19 +110,19 @@ func (p PerfBench) Run(ctx context.Context) (Judgement, error) {
 
 // PerfBenchResult is what one run of perf bench sched printed.
 type PerfBenchResult struct {
-	// Total is "Total time" in seconds (millisecond resolution).
-	Total float64
+	// Total is "Total time" (millisecond resolution).
+	Total time.Duration
 	// Ops and UsecsPerOp are pipe's operations and time per operation
 	// (zero for messaging).
 	Ops        uint64
 	UsecsPerOp float64
 }
 
-// Seconds is the run's time at the best resolution perf printed: pipe's
+// Time is the run's time at the best resolution perf printed: pipe's
 // time per operation has six decimals, Total three.
-func (r PerfBenchResult) Seconds() float64 {
+func (r PerfBenchResult) Time() time.Duration {
 	if r.Ops > 0 && r.UsecsPerOp > 0 {
-		return float64(r.Ops) * r.UsecsPerOp / 1e6
+		return time.Duration(math.Round(float64(r.Ops) * r.UsecsPerOp * 1e3))
 	}
 	return r.Total
 }
@@ -146,8 +147,9 @@ func ParsePerfBench(r io.Reader) (PerfBenchResult, error) {
 		var err error
 		switch {
 		case strings.HasPrefix(line, "Total time:") && len(f) >= 3:
-			res.Total, err = strconv.ParseFloat(f[2], 64)
-			found = err == nil
+			var secs float64
+			secs, err = strconv.ParseFloat(f[2], 64)
+			res.Total, found = time.Duration(math.Round(secs*1e9)), err == nil
 		case strings.HasPrefix(line, "# Executed ") && len(f) >= 3:
 			res.Ops, err = strconv.ParseUint(f[2], 10, 64)
 		case len(f) == 2 && f[1] == "usecs/op":

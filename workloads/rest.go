@@ -85,11 +85,8 @@ func withBaseline(figs, base []RestFigure) []RestFigure {
 
 // formatFigure writes a figure's value in its unit.
 func formatFigure(v float64, unit string) string {
-	switch unit {
-	case "ns":
+	if unit == "ns" {
 		return report.Duration(time.Duration(v))
-	case "s":
-		return report.Duration(time.Duration(v * float64(time.Second)))
 	}
 	return formatRate(v) + " " + unit
 }
@@ -202,11 +199,17 @@ func WriteRestMarkdown(w io.Writer, reports []LabeledReport) error {
 				continue
 			}
 			byVariant[run.Scheduler] = map[string]RestFigure{}
+			// A figure one variant lacks (a judge that finished no run)
+			// keeps its place among the others.
+			at := 0
 			for _, f := range run.summary().Rest {
 				byVariant[run.Scheduler][f.Name] = f
-				if !slices.Contains(names, f.Name) {
-					names = append(names, f.Name)
+				if i := slices.Index(names, f.Name); i >= 0 {
+					at = i + 1
+					continue
 				}
+				names = slices.Insert(names, at, f.Name)
+				at++
 			}
 		}
 		if len(status) == 0 {

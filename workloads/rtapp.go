@@ -244,14 +244,14 @@ func (r RtApp) Run(ctx context.Context) ([]Judgement, error) {
 	if err := p.awaitStart(out, "rt-app", func() bool { return out.count(rtAppStarted) >= tasks }); err != nil {
 		return nil, err
 	}
-	ran := time.Since(started).Seconds()
+	ran := time.Since(started)
 	// rt-app writes its logs as it stops, on SIGINT.
 	if err := p.stop(10 * time.Second); err != nil {
 		return nil, fmt.Errorf("rt-app: %w: %s", err, out.last())
 	}
 	var js []Judgement
 	if r.Periodic > 0 {
-		j := Judgement{Judge: "rt-app-periodic", Command: command, Runs: 1, Unit: "periods", Seconds: ran,
+		j := Judgement{Judge: "rt-app-periodic", Command: command, Runs: 1, Unit: "periods", Time: ran,
 			Latency: &verify.Histogram{}, LatencyOf: "wake-up", Headline: HeadlineLatency}
 		logs, _ := filepath.Glob(filepath.Join(dir, "rt-app-"+RtAppComm+"periodic-*.log"))
 		if len(logs) != r.Periodic {
@@ -265,7 +265,7 @@ func (r RtApp) Run(ctx context.Context) ([]Judgement, error) {
 		js = append(js, j)
 	}
 	if r.Chain > 0 {
-		j := Judgement{Judge: "rt-app-chain", Command: command, Runs: 1, Unit: "periods", Seconds: ran,
+		j := Judgement{Judge: "rt-app-chain", Command: command, Runs: 1, Unit: "periods", Time: ran,
 			Latency: &verify.Histogram{}, LatencyOf: "response", Headline: HeadlineLatency}
 		logs, _ := filepath.Glob(filepath.Join(dir, "rt-app-"+RtAppComm+"chain0-*.log"))
 		if len(logs) != 1 {

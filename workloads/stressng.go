@@ -125,7 +125,7 @@ func (s StressNg) Run(ctx context.Context) (StressNgResult, error) {
 	if err := p.awaitStart(out, "stress-ng", func() bool { return out.contains(stressNgStarted) }); err != nil {
 		return res, err
 	}
-	ran := time.Since(started).Seconds()
+	ran := time.Since(started)
 	if err := p.stop(10 * time.Second); err != nil {
 		return res, fmt.Errorf("stress-ng: %w: %s", err, out.last())
 	}
@@ -145,7 +145,7 @@ func (s StressNg) Run(ctx context.Context) (StressNgResult, error) {
 	for _, w := range s.wakers() {
 		n := ops[w.name]
 		res.Judgements = append(res.Judgements, Judgement{Judge: "stress-ng-" + w.name, Command: strings.Join(argv, " "),
-			Runs: 1, Work: float64(n), Unit: "bogo ops", Seconds: ran, Headline: HeadlineRate})
+			Runs: 1, Work: float64(n), Unit: "bogo ops", Time: ran, Headline: HeadlineRate})
 	}
 	if s.CPU > 0 {
 		res.CPUOps, err = stressorOps(ops, "cpu")

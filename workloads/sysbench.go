@@ -91,7 +91,7 @@ func (s Sysbench) Run(ctx context.Context) (Judgement, error) {
 			return err
 		}
 		j.Work += float64(r.Events)
-		j.Seconds += r.TotalTime.Seconds()
+		j.Time += r.TotalTime
 		j.Latency.Merge(r.Latency)
 		return nil
 	})
