@@ -397,6 +397,24 @@ func TestVMJudgesMissingGiveOneLine(t *testing.T) {
 		"--judges: judge not installed: sysbench not found in $PATH: install sysbench")
 }
 
+// A workload file's request server runs from 'hotlane workload' and says
+// what it measured: requests served, wake-up and request latency.
+func TestWorkloadFileRequestServer(t *testing.T) {
+	bin := hotlaneBinary(t)
+	file := filepath.Join(t.TempDir(), "rs.json")
+	if err := os.WriteFile(file, []byte(`{"request_server": [{"rate_hz": 200, "workers": 1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runCLI(t, bin, "workload", "--file", file, "--duration", "1s")
+	m := regexp.MustCompile(`request server rpc: (\d+) served \(\d+/s\), \d+ unfinished; wake-up p50 \S+ p99 \S+ max \S+; request p50`).FindStringSubmatch(stdout)
+	if code != 0 || m == nil || m[1] == "0" {
+		t.Errorf("hotlane workload with a request server: exit %d, stdout %q, stderr %q; want requests served", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, "periodic task") {
+		t.Errorf("a workload without a periodic task printed its table:\n%s", stdout)
+	}
+}
+
 // The development hosts run a kernel without sched_ext: doctor says so,
 // with advice, and still exits 0; --require turns it into a failure.
 func TestDoctorOnHostWithoutSchedExt(t *testing.T) {
