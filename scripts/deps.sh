@@ -11,6 +11,9 @@
 #   git                          `make lint` lists the Go files with git ls-files
 #   rt-tests stress-ng           outside measuring tools (cyclictest) and load,
 #                                copied into the VM's initramfs by the tests
+#   linux-perf sysbench rt-app   outside judges of the whole machine (perf bench
+#                                sched, sysbench, rt-app), copied into the VM
+#                                by the tests and by `hotlane vm --judges`
 #   clang-22 llvm-22             building scx_qmap (clang 19's build fails the
 #                                kernel's verifier); from bookworm-security where
 #                                the host has it, else skipped with a warning
@@ -68,7 +71,7 @@ apt_step() {
 	fi
 }
 
-want=(clang-19 llvm-19 libelf-dev zlib1g-dev make gcc bpftool zstd xz-utils iproute2 git rt-tests stress-ng)
+want=(clang-19 llvm-19 libelf-dev zlib1g-dev make gcc bpftool zstd xz-utils iproute2 git rt-tests stress-ng linux-perf sysbench rt-app)
 [ "${1:-}" = --kernel-build ] && want+=(flex bison dwarves bc libssl-dev)
 missing=()
 for p in "${want[@]}"; do installed "$p" || missing+=("$p"); done

@@ -60,6 +60,14 @@ type Run struct {
 	LaneFelt *verify.Histogram `json:"lane_felt"`
 	// Classes is the tracer's run-queue latency per policy class.
 	Classes []verify.ClassLatency `json:"classes"`
+	// Fair is the tracer's run-queue latency of every task outside the
+	// policy's high-priority classes: everyone but the lane.
+	Fair *verify.Histogram `json:"fair_tracer"`
+	// Judgements are the outside judges' own figures (perf bench,
+	// sysbench, rt-app, stress-ng's waking stressors), in the order of
+	// Mix.Judges; RequestServers each request server's.
+	Judgements     []Judgement           `json:"judgements,omitempty"`
+	RequestServers []RequestServerResult `json:"request_servers,omitempty"`
 	// TracerLosses counts what the tracer could not record.
 	TracerLosses uint64 `json:"tracer_losses"`
 	HogWork      uint64 `json:"hog_work"`           // total hog loops over all repeats
@@ -136,16 +144,28 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Measured once, under the scheduler the bench starts from, so that
+	// every variant's judges do the same work.
+	b.Workload.RtApp = slices.Clone(b.Workload.RtApp)
+	if len(b.Workload.RtApp) > 0 {
+		b.progress("bench: calibrating rt-app (its ns per loop)\n")
+	}
+	if err := b.Workload.Calibrate(ctx); err != nil {
+		return nil, err
+	}
 	runs := make([]Run, len(b.Variants))
 	for i, v := range b.Variants {
 		runs[i] = Run{
-			Scheduler:  v.Name,
-			Variant:    v,
-			Periodic:   make([]PeriodicResult, len(b.Workload.Periodic)),
-			Cyclictest: make([]CyclictestResult, len(b.Workload.Cyclictest)),
-			Lane:       &verify.Histogram{},
-			LaneFelt:   &verify.Histogram{},
-			CPUs:       runtime.NumCPU(),
+			Scheduler:      v.Name,
+			Variant:        v,
+			Periodic:       make([]PeriodicResult, len(b.Workload.Periodic)),
+			Cyclictest:     make([]CyclictestResult, len(b.Workload.Cyclictest)),
+			Lane:           &verify.Histogram{},
+			LaneFelt:       &verify.Histogram{},
+			Fair:           &verify.Histogram{},
+			Judgements:     make([]Judgement, b.Workload.Judges()),
+			RequestServers: make([]RequestServerResult, len(b.Workload.RequestServers)),
+			CPUs:           runtime.NumCPU(),
 		}
 		for _, class := range table.Names {
 			runs[i].Classes = append(runs[i].Classes, verify.ClassLatency{Class: class,
@@ -200,7 +220,11 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		wctx, cancel := context.WithTimeout(ctx, b.Warmup)
 		_, err := mix.Run(wctx)
 		cancel()
-		if err != nil {
+		// A warm-up is for starting up: one whose outside programs had
+		// not begun working by its end is what it is for.
+		if errors.Is(err, ErrNoWork) {
+			b.progress("bench: %s: warm-up: %v\n", r.Scheduler, err)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -218,7 +242,11 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	win := report.StartWindow(ctx, b.Duration)
 	res, err := mix.Run(win.Context())
 	win.Stop()
-	if err != nil {
+	// Outside programs that did no work are a failure of the variant,
+	// but what everything else measured is kept for the report: it shows
+	// what the variant left them.
+	noWork := err
+	if err != nil && !errors.Is(err, ErrNoWork) {
 		return err
 	}
 	// A round cut short is left out: the figures are of whole rounds.
@@ -253,6 +281,15 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		r.Classes[i].Hist.Merge(c.Hist)
 		r.Classes[i].Felt.Merge(c.Felt)
 		r.Classes[i].TimerDelivery.Merge(c.TimerDelivery)
+		if i < len(b.Policy.Classes) && !b.Policy.Classes[i].HighPriority {
+			r.Fair.Merge(c.Hist)
+		}
+	}
+	for i := range min(len(r.Judgements), len(res.Judgements)) {
+		r.Judgements[i].Merge(&res.Judgements[i])
+	}
+	for i := range res.RequestServers {
+		r.RequestServers[i].Merge(&res.RequestServers[i])
 	}
 	lane := res.LaneTIDs()
 	for _, t := range snap.Tasks {
@@ -288,7 +325,17 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	b.progress("bench: %s: lane samples: tracer %d, app %d (%d missed), cyclictest %d; lane CPU: app %s, cyclictest %s; background %d hog loops, %d bogo ops over %s\n",
 		r.Scheduler, laneTracerCount(snap.Tasks, lane), app, missed, outside, appCPU.Round(time.Millisecond), outsideCPU.Round(time.Millisecond),
 		hog, stress, res.Ran.Round(time.Millisecond))
-	return nil
+	if len(res.Judgements)+len(res.RequestServers) > 0 {
+		var said []string
+		for _, j := range res.Judgements {
+			said = append(said, fmt.Sprintf("%s %d runs", j.Judge, j.Runs))
+		}
+		for _, s := range res.RequestServers {
+			said = append(said, fmt.Sprintf("request server %d served, %d unfinished", s.Served, s.Unfinished))
+		}
+		b.progress("bench: %s: judges: %s\n", r.Scheduler, strings.Join(said, ", "))
+	}
+	return noWork
 }
 
 func laneTracerCount(tasks []verify.TaskLatency, lane []int) uint64 {
@@ -344,7 +391,7 @@ func (b Bench) startProgram(v Variant, r *Run) (stop func(), alive func() error,
 	if within <= 0 {
 		within = DefaultEnableTimeout
 	}
-	p, out, err := startProcess("", v.Command...)
+	p, out, err := startProcess("", 0, v.Command...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start %s: %w", v.Command[0], err)
 	}

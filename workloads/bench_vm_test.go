@@ -3,7 +3,6 @@ package workloads_test
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -308,15 +307,11 @@ func runBench(t *testing.T, args ...string) string {
 // readReport reads the report.json a bench wrote in dir.
 func readReport(t *testing.T, dir string) *workloads.Report {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	rep, err := loadReport(filepath.Join(dir, "report.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep workloads.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
-	return &rep
+	return rep
 }
 
 // laneDelivery is the run's timer expiry to wake-up time of the lane

@@ -115,7 +115,7 @@ func (c Cyclictest) Run(ctx context.Context, lane LanePolicy) (CyclictestResult,
 	}
 	defer os.RemoveAll(dir)
 	histfile := filepath.Join(dir, "histogram")
-	p, out, err := startProcess("", append([]string{c.program()}, c.Args(histfile)...)...)
+	p, out, err := startProcess("", 0, append([]string{c.program()}, c.Args(histfile)...)...)
 	if err != nil {
 		return res, fmt.Errorf("start cyclictest: %w", err)
 	}

@@ -61,20 +61,6 @@ func (h Hackbench) Run(ctx context.Context) error {
 	if err := h.validate(); err != nil {
 		return err
 	}
-	for ctx.Err() == nil {
-		p, out, err := startProcess("", append([]string{h.program()}, h.Args()...)...)
-		if err != nil {
-			return fmt.Errorf("start hackbench: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			p.kill()
-			return nil
-		case <-p.done:
-			if p.err != nil {
-				return fmt.Errorf("hackbench failed during the run: %v: %s", p.err, out.last())
-			}
-		}
-	}
-	return nil
+	_, err := repeatRuns(ctx, "hackbench", append([]string{h.program()}, h.Args()...), nil)
+	return err
 }

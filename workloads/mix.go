@@ -17,17 +17,22 @@ import (
 // doing. Mix raises GOMAXPROCS to cover every thread for the run, so what
 // is measured is the kernel scheduler.
 //
-// Outside programs (cyclictest, stress-ng, hackbench) run as child
-// processes for the same time. The lane is the periodic tasks and
-// cyclictest's measuring threads; Lane is applied to those threads only.
+// Outside programs (cyclictest, stress-ng, hackbench, and the judges perf
+// bench, sysbench and rt-app) run as child processes for the same time.
+// The lane is the periodic tasks and cyclictest's measuring threads; Lane
+// is applied to those threads only.
 type Mix struct {
-	Periodic   []Periodic   `json:"periodic,omitempty"`
-	Hogs       []Hogs       `json:"hogs,omitempty"`
-	Messaging  []Messaging  `json:"messaging,omitempty"`
-	Cyclictest []Cyclictest `json:"cyclictest,omitempty"`
-	StressNg   []StressNg   `json:"stress_ng,omitempty"`
-	Hackbench  []Hackbench  `json:"hackbench,omitempty"`
-	Lane       LanePolicy   `json:"-"`
+	Periodic       []Periodic      `json:"periodic,omitempty"`
+	Hogs           []Hogs          `json:"hogs,omitempty"`
+	Messaging      []Messaging     `json:"messaging,omitempty"`
+	Cyclictest     []Cyclictest    `json:"cyclictest,omitempty"`
+	StressNg       []StressNg      `json:"stress_ng,omitempty"`
+	Hackbench      []Hackbench     `json:"hackbench,omitempty"`
+	PerfBench      []PerfBench     `json:"perf_bench,omitempty"`
+	Sysbench       []Sysbench      `json:"sysbench,omitempty"`
+	RtApp          []RtApp         `json:"rt_app,omitempty"`
+	RequestServers []RequestServer `json:"request_server,omitempty"`
+	Lane           LanePolicy      `json:"-"`
 }
 
 // MixResult holds each generator's result, in the order of the Mix.
@@ -37,6 +42,11 @@ type MixResult struct {
 	RoundTrips []uint64
 	Cyclictest []CyclictestResult
 	StressOps  []uint64
+	// Judgements are the judges': each perf bench, each sysbench, each
+	// rt-app's periodic tasks and chain, each stress-ng's waking
+	// stressors, in that order (Mix.Judges).
+	Judgements     []Judgement
+	RequestServers []RequestServerResult
 	// Ran is how long the generators ran: until this process saw ctx
 	// done, which on a starved machine (a guest whose timers fire late)
 	// can be well after ctx's deadline. Stopping them is not included.
@@ -58,6 +68,9 @@ func (m Mix) ownThreads() int {
 	for _, g := range m.Messaging {
 		n += 2 * g.Pairs
 	}
+	for _, s := range m.RequestServers {
+		n += s.threads()
+	}
 	return n
 }
 
@@ -74,6 +87,18 @@ func (m Mix) Tasks() int {
 	}
 	for _, h := range m.Hackbench {
 		n += 2 * h.Groups * h.Fds
+	}
+	return n
+}
+
+// Judges is the number of judgements a run of the mix gives.
+func (m Mix) Judges() int {
+	n := len(m.PerfBench) + len(m.Sysbench)
+	for _, r := range m.RtApp {
+		n += min(r.Periodic, 1) + min(r.Chain, 1)
+	}
+	for _, s := range m.StressNg {
+		n += len(s.wakers())
 	}
 	return n
 }
@@ -123,78 +148,100 @@ func (r MixResult) LaneCPU() time.Duration {
 	return d
 }
 
+// Calibrate measures, once, what the mix's generators need measured
+// before they run (rt-app's ns per loop), so that every later run does
+// the same work.
+func (m *Mix) Calibrate(ctx context.Context) error {
+	for i := range m.RtApp {
+		if err := m.RtApp[i].Calibrate(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Run runs all generators until ctx is done.
 func (m Mix) Run(ctx context.Context) (MixResult, error) {
 	prev := runtime.GOMAXPROCS(runtime.NumCPU() + m.ownThreads())
 	defer runtime.GOMAXPROCS(prev)
 
 	res := MixResult{
-		Periodic:   make([]PeriodicResult, len(m.Periodic)),
-		HogWork:    make([]uint64, len(m.Hogs)),
-		RoundTrips: make([]uint64, len(m.Messaging)),
-		Cyclictest: make([]CyclictestResult, len(m.Cyclictest)),
-		StressOps:  make([]uint64, len(m.StressNg)),
+		Periodic:       make([]PeriodicResult, len(m.Periodic)),
+		HogWork:        make([]uint64, len(m.Hogs)),
+		RoundTrips:     make([]uint64, len(m.Messaging)),
+		Cyclictest:     make([]CyclictestResult, len(m.Cyclictest)),
+		StressOps:      make([]uint64, len(m.StressNg)),
+		RequestServers: make([]RequestServerResult, len(m.RequestServers)),
 	}
-	errs := make([]error, len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg)+len(m.Hackbench))
-	var wg sync.WaitGroup
-	start := time.Now()
-	ran := make(chan time.Duration, 1)
+	var (
+		perf    = make([]Judgement, len(m.PerfBench))
+		sysb    = make([]Judgement, len(m.Sysbench))
+		rtapp   = make([][]Judgement, len(m.RtApp))
+		stress  = make([]StressNgResult, len(m.StressNg))
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		started = time.Now()
+		ran     = make(chan time.Duration, 1)
+	)
+	spawn := func(run func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
 	go func() {
 		<-ctx.Done()
-		ran <- time.Since(start)
+		ran <- time.Since(started)
 	}()
 	for i, p := range m.Periodic {
-		wg.Add(1)
 		p.Lane = m.Lane
-		go func() {
-			defer wg.Done()
-			res.Periodic[i], errs[i] = p.Run(ctx)
-		}()
+		spawn(func() (err error) { res.Periodic[i], err = p.Run(ctx); return })
 	}
-	ctOff := len(m.Periodic) + len(m.Hogs) + len(m.Messaging)
 	for i, c := range m.Cyclictest {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res.Cyclictest[i], errs[ctOff+i] = c.Run(ctx, m.Lane)
-		}()
+		spawn(func() (err error) { res.Cyclictest[i], err = c.Run(ctx, m.Lane); return })
 	}
-	snOff := ctOff + len(m.Cyclictest)
 	for i, s := range m.StressNg {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res.StressOps[i], errs[snOff+i] = s.Run(ctx)
-		}()
+		spawn(func() (err error) { stress[i], err = s.Run(ctx); return })
 	}
-	hbOff := snOff + len(m.StressNg)
-	for i, h := range m.Hackbench {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[hbOff+i] = h.Run(ctx)
-		}()
+	for _, h := range m.Hackbench {
+		spawn(func() error { return h.Run(ctx) })
 	}
 	for i, h := range m.Hogs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res.HogWork[i], errs[len(m.Periodic)+i] = h.Run(ctx)
-		}()
+		spawn(func() (err error) { res.HogWork[i], err = h.Run(ctx); return })
 	}
 	for i, g := range m.Messaging {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res.RoundTrips[i], errs[len(m.Periodic)+len(m.Hogs)+i] = g.Run(ctx)
-		}()
+		spawn(func() (err error) { res.RoundTrips[i], err = g.Run(ctx); return })
+	}
+	for i, p := range m.PerfBench {
+		spawn(func() (err error) { perf[i], err = p.Run(ctx); return })
+	}
+	for i, s := range m.Sysbench {
+		spawn(func() (err error) { sysb[i], err = s.Run(ctx); return })
+	}
+	for i, r := range m.RtApp {
+		spawn(func() (err error) { rtapp[i], err = r.Run(ctx); return })
+	}
+	for i, s := range m.RequestServers {
+		spawn(func() (err error) { res.RequestServers[i], err = s.Run(ctx); return })
 	}
 	wg.Wait()
 	res.Ran = <-ran
-	for _, err := range errs {
-		if err != nil {
-			return res, err
-		}
+	res.Judgements = append(append(res.Judgements, perf...), sysb...)
+	for _, js := range rtapp {
+		res.Judgements = append(res.Judgements, js...)
+	}
+	for i, s := range stress {
+		res.StressOps[i] = s.CPUOps
+		res.Judgements = append(res.Judgements, s.Judgements...)
+	}
+	if len(errs) > 0 {
+		return res, errs[0]
 	}
 	return res, nil
 }

@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -19,11 +20,15 @@ type process struct {
 }
 
 // startProcess starts argv in its own process group, in dir unless
-// empty, with its output kept in the returned buffer for error messages.
-func startProcess(dir string, argv ...string) (*process, *tailBuffer, error) {
+// empty, with the last keep bytes of its output (0: tailBytes, enough for
+// error messages) kept in the returned buffer.
+func startProcess(dir string, keep int, argv ...string) (*process, *tailBuffer, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	out := &tailBuffer{}
+	out := &tailBuffer{limit: keep}
+	if keep <= 0 {
+		out.limit = tailBytes
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -35,6 +40,52 @@ func startProcess(dir string, argv ...string) (*process, *tailBuffer, error) {
 		close(p.done)
 	}()
 	return p, out, nil
+}
+
+// runUntilDone starts argv in dir, keeping keep bytes of its output as
+// startProcess does, and waits until ctx is done; the program exiting
+// first is an error. The caller stops the program (stop) and, whatever
+// happens, kills what is left (kill).
+func runUntilDone(ctx context.Context, dir, name string, keep int, argv []string) (*process, *tailBuffer, error) {
+	p, out, err := startProcess(dir, keep, argv...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	select {
+	case <-ctx.Done():
+		return p, out, nil
+	case <-p.done:
+		return p, out, fmt.Errorf("%s exited during the run: %s", name, out.last())
+	}
+}
+
+// startGrace is how long an outside program's workers run, at least,
+// after a run that ended before they were started.
+const startGrace = 500 * time.Millisecond
+
+// awaitStart waits, after the run ended, until started says the program
+// has started its workers, for 10 s at most, and when they had not started
+// by the end of the run gives them startGrace more: a program stopped
+// before it started writes no results (stress-ng dies of the signal,
+// rt-app writes empty logs), and one stopped just after has measured
+// nothing. The program exiting meanwhile is an error.
+func (p *process) awaitStart(out *tailBuffer, name string, started func() bool) error {
+	late := !started()
+	for deadline := time.Now().Add(10 * time.Second); !started() && time.Now().Before(deadline); {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited during the run: %s", name, out.last())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if late {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited during the run: %s", name, out.last())
+		case <-time.After(startGrace):
+		}
+	}
+	return nil
 }
 
 func (p *process) exited() bool {
@@ -70,8 +121,9 @@ func (p *process) kill() {
 
 // tailBuffer keeps the last few KiB a process wrote, for error messages.
 type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
+	mu    sync.Mutex
+	buf   []byte
+	limit int
 }
 
 const tailBytes = 4096
@@ -80,24 +132,35 @@ func (t *tailBuffer) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, b...)
-	if len(t.buf) > tailBytes {
-		t.buf = append([]byte(nil), t.buf[len(t.buf)-tailBytes:]...)
+	if len(t.buf) > t.limit {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.limit:]...)
 	}
 	return len(b), nil
 }
 
 // contains reports whether the text still held contains s.
-func (t *tailBuffer) contains(s string) bool {
+func (t *tailBuffer) contains(s string) bool { return t.count(s) > 0 }
+
+// count is how many times the text still held contains s.
+func (t *tailBuffer) count(s string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return strings.Contains(string(t.buf), s)
+	return strings.Count(string(t.buf), s)
+}
+
+// String returns the text still held.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }
 
 // last returns the last non-empty line written, or "(no output)".
-func (t *tailBuffer) last() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+func (t *tailBuffer) last() string { return lastLine(t.String()) }
+
+// lastLine returns the last non-empty line of text, or "(no output)".
+func lastLine(text string) string {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {
 			return l

@@ -91,6 +91,10 @@ type RunSummary struct {
 	// Ratios to the baseline variant (0: no baseline figure).
 	LaneP99VsBaseline    map[string]float64 `json:"lane_p99_vs_baseline,omitempty"`
 	BackgroundVsBaseline float64            `json:"background_per_free_cpu_vs_baseline,omitempty"`
+	// Rest is what the variant left everyone else: the fair classes'
+	// wake-up latency, each judge's own figure, the request servers', and
+	// the lane's beside them, each with the baseline's.
+	Rest []RestFigure `json:"rest_of_machine"`
 }
 
 // Report is a bench's outcome: every variant's runs, the variants that
@@ -193,6 +197,10 @@ func summarize(run, base *Run) *RunSummary {
 	_, s.BackgroundUnit = run.BackgroundWork()
 	if base != nil && base.BackgroundPerFreeCPU() > 0 {
 		s.BackgroundVsBaseline = s.BackgroundPerFreeCPU / base.BackgroundPerFreeCPU()
+	}
+	s.Rest = restFigures(run)
+	if base != nil {
+		s.Rest = withBaseline(s.Rest, restFigures(base))
 	}
 	return s
 }
@@ -354,6 +362,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		if err := t.WriteText(w); err != nil {
 			return err
 		}
+	}
+
+	if err := r.writeJudges(w); err != nil {
+		return err
+	}
+	if err := r.writeRest(w); err != nil {
+		return err
 	}
 
 	fmt.Fprintln(w)

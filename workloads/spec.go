@@ -21,14 +21,21 @@ import (
 //	  "hogs":      [{"comm": "hog", "threads": "2x"}],
 //	  "messaging": [{"comm": "msg", "pairs": 2}],
 //	  "cyclictest": [{"rate_hz": 100, "threads": 1, "histogram_limit": "200ms"}],
-//	  "stress_ng": [{"cpu": "2x", "method": "int64"}],
-//	  "hackbench": [{"groups": 1, "fds": 4}]
+//	  "stress_ng": [{"cpu": "2x", "method": "int64", "switch": 1, "futex": 1, "pipe": 1}],
+//	  "hackbench": [{"groups": 1, "fds": 4}],
+//	  "perf_bench": [{"bench": "messaging", "groups": 1, "loops": 5, "threads": true}, {"bench": "pipe", "loops": 20}],
+//	  "sysbench": [{"test": "threads", "threads": "1x", "run_time": "1s", "yields": 100}],
+//	  "rt_app": [{"periodic": 2, "rate_hz": 100, "compute": "1ms",
+//	              "chain": 3, "chain_rate_hz": 50, "chain_compute": "1ms"}],
+//	  "request_server": [{"comm": "rpc", "message_threads": 2, "workers": "1x",
+//	                      "rate_hz": 1000, "compute": "200us", "sleep": "500us"}]
 //	}
 //
 // Durations use Go's syntax; a thread count may be a number or "Nx", N
 // times the CPUs. Every generator is optional, but a workload needs one.
-// cyclictest and hackbench (rt-tests) and stress-ng are outside programs,
-// found in $PATH unless "path" is given.
+// cyclictest and hackbench (rt-tests), stress-ng, and the judges perf
+// (linux-perf), sysbench and rt-app are outside programs, found in $PATH
+// unless "path" is given. A request server's fields all have defaults.
 type fileSpec struct {
 	Periodic []struct {
 		Comm         string  `json:"comm"`
@@ -57,12 +64,47 @@ type fileSpec struct {
 		Path   string      `json:"path"`
 		CPU    threadCount `json:"cpu"`
 		Method string      `json:"method"`
+		Switch threadCount `json:"switch"`
+		Futex  threadCount `json:"futex"`
+		Pipe   threadCount `json:"pipe"`
 	} `json:"stress_ng"`
 	Hackbench []struct {
 		Path   string `json:"path"`
 		Groups int    `json:"groups"`
 		Fds    int    `json:"fds"`
 	} `json:"hackbench"`
+	PerfBench []struct {
+		Path    string `json:"path"`
+		Bench   string `json:"bench"`
+		Groups  int    `json:"groups"`
+		Loops   int    `json:"loops"`
+		Threads bool   `json:"threads"`
+	} `json:"perf_bench"`
+	Sysbench []struct {
+		Path    string      `json:"path"`
+		Test    string      `json:"test"`
+		Threads threadCount `json:"threads"`
+		RunTime string      `json:"run_time"`
+		Yields  int         `json:"yields"`
+	} `json:"sysbench"`
+	RtApp []struct {
+		Path          string  `json:"path"`
+		Periodic      int     `json:"periodic"`
+		RateHz        float64 `json:"rate_hz"`
+		Compute       string  `json:"compute"`
+		Chain         int     `json:"chain"`
+		ChainRateHz   float64 `json:"chain_rate_hz"`
+		ChainCompute  string  `json:"chain_compute"`
+		CalibrationNs int     `json:"calibration_ns"`
+	} `json:"rt_app"`
+	RequestServer []struct {
+		Comm       string      `json:"comm"`
+		Messengers int         `json:"message_threads"`
+		Workers    threadCount `json:"workers"`
+		RateHz     float64     `json:"rate_hz"`
+		Compute    string      `json:"compute"`
+		Sleep      string      `json:"sleep"`
+	} `json:"request_server"`
 }
 
 // threadCount is a number or "Nx" (N per CPU), resolved later.
@@ -71,6 +113,14 @@ type threadCount string
 func (t *threadCount) UnmarshalJSON(b []byte) error {
 	*t = threadCount(strings.Trim(string(b), `"`))
 	return nil
+}
+
+// resolveOr is resolve, with def for a count not given.
+func (t threadCount) resolveOr(ncpu, def int) (int, error) {
+	if t == "" {
+		return def, nil
+	}
+	return t.resolve(ncpu)
 }
 
 func (t threadCount) resolve(ncpu int) (int, error) {
@@ -180,14 +230,22 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 		m.Cyclictest = append(m.Cyclictest, ct)
 	}
 	for i, g := range spec.StressNg {
-		n, err := g.CPU.resolve(ncpu)
-		if err != nil {
-			return Mix{}, bad("stress_ng", i, "cpu: %v", err)
+		sn := StressNg{Path: g.Path, Method: orDefault(g.Method, DefaultStressMethod)}
+		for _, c := range []struct {
+			name  string
+			count threadCount
+			n     *int
+		}{{"cpu", g.CPU, &sn.CPU}, {"switch", g.Switch, &sn.Switch}, {"futex", g.Futex, &sn.Futex}, {"pipe", g.Pipe, &sn.Pipe}} {
+			n, err := c.count.resolveOr(ncpu, 0)
+			if err != nil {
+				return Mix{}, bad("stress_ng", i, "%s: %v", c.name, err)
+			}
+			*c.n = n
 		}
-		if n > MaxThreads {
-			return Mix{}, bad("stress_ng", i, "at most %d cpu workers", MaxThreads)
+		if err := sn.validate(); err != nil {
+			return Mix{}, bad("stress_ng", i, "%v", err)
 		}
-		m.StressNg = append(m.StressNg, StressNg{Path: g.Path, CPU: n, Method: orDefault(g.Method, DefaultStressMethod)})
+		m.StressNg = append(m.StressNg, sn)
 	}
 	for i, h := range spec.Hackbench {
 		if h.Groups < 0 || h.Fds < 0 {
@@ -205,8 +263,95 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 		}
 		m.Hackbench = append(m.Hackbench, hb)
 	}
-	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg)+len(m.Hackbench) == 0 {
-		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng", "hackbench"`, name)
+	for i, p := range spec.PerfBench {
+		pb := PerfBench{Path: p.Path, Bench: p.Bench, Groups: p.Groups, Loops: p.Loops, Threads: p.Threads}
+		if pb.Groups == 0 && pb.Bench == PerfMessaging {
+			pb.Groups = DefaultPerfGroups
+		}
+		if pb.Loops == 0 {
+			pb.Loops = map[string]int{PerfMessaging: DefaultPerfMessagingLoops, PerfPipe: DefaultPerfPipeLoops}[pb.Bench]
+		}
+		if err := pb.validate(); err != nil {
+			return Mix{}, bad("perf_bench", i, "%v", err)
+		}
+		m.PerfBench = append(m.PerfBench, pb)
+	}
+	for i, g := range spec.Sysbench {
+		n, err := g.Threads.resolveOr(ncpu, ncpu)
+		if err != nil {
+			return Mix{}, bad("sysbench", i, "%v", err)
+		}
+		sb := Sysbench{Path: g.Path, Test: g.Test, Threads: n, RunTime: DefaultSysbenchRunTime, Yields: g.Yields}
+		if g.RunTime != "" {
+			if sb.RunTime, err = dur("sysbench", i, "run_time", g.RunTime, false); err != nil {
+				return Mix{}, err
+			}
+		}
+		if err := sb.validate(); err != nil {
+			return Mix{}, bad("sysbench", i, "%v", err)
+		}
+		m.Sysbench = append(m.Sysbench, sb)
+	}
+	for i, r := range spec.RtApp {
+		ra := RtApp{Path: r.Path, Periodic: r.Periodic, Chain: r.Chain, Calibration: r.CalibrationNs}
+		period := func(field string, hz float64, n int) (time.Duration, error) {
+			if n == 0 && hz == 0 {
+				return 0, nil
+			}
+			if hz <= 0 || hz > 10000 {
+				return 0, bad("rt_app", i, "%s %g must be in (0, 10000]", field, hz)
+			}
+			return time.Duration(float64(time.Second) / hz).Round(time.Microsecond), nil
+		}
+		var err error
+		if ra.Period, err = period("rate_hz", r.RateHz, r.Periodic); err != nil {
+			return Mix{}, err
+		}
+		if ra.ChainPeriod, err = period("chain_rate_hz", r.ChainRateHz, r.Chain); err != nil {
+			return Mix{}, err
+		}
+		if ra.Compute, err = dur("rt_app", i, "compute", r.Compute, r.Periodic == 0); err != nil {
+			return Mix{}, err
+		}
+		if ra.ChainCompute, err = dur("rt_app", i, "chain_compute", r.ChainCompute, r.Chain == 0); err != nil {
+			return Mix{}, err
+		}
+		if err := ra.validate(); err != nil {
+			return Mix{}, bad("rt_app", i, "%v", err)
+		}
+		m.RtApp = append(m.RtApp, ra)
+	}
+	for i, r := range spec.RequestServer {
+		rs := DefaultRequestServer(ncpu)
+		var err error
+		if rs.Workers, err = r.Workers.resolveOr(ncpu, rs.Workers); err != nil {
+			return Mix{}, bad("request_server", i, "workers: %v", err)
+		}
+		rs.Comm = orDefault(r.Comm, rs.Comm)
+		if r.Messengers != 0 {
+			rs.Messengers = r.Messengers
+		}
+		if r.RateHz != 0 {
+			rs.RateHz = r.RateHz
+		}
+		if r.Compute != "" {
+			if rs.Compute, err = dur("request_server", i, "compute", r.Compute, false); err != nil {
+				return Mix{}, err
+			}
+		}
+		if r.Sleep != "" {
+			if rs.Sleep, err = dur("request_server", i, "sleep", r.Sleep, false); err != nil {
+				return Mix{}, err
+			}
+		}
+		if err := rs.validate(); err != nil {
+			return Mix{}, bad("request_server", i, "%v", err)
+		}
+		m.RequestServers = append(m.RequestServers, rs)
+	}
+	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg)+len(m.Hackbench)+
+		len(m.PerfBench)+len(m.Sysbench)+len(m.RtApp)+len(m.RequestServers) == 0 {
+		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng", "hackbench", "perf_bench", "sysbench", "rt_app", "request_server"`, name)
 	}
 	if err := m.CheckTasks(); err != nil {
 		return Mix{}, fmt.Errorf("%s: %w", name, err)
@@ -227,10 +372,16 @@ const (
 	WorkloadDefault = "default"
 	// WorkloadCyclictest is CyclictestScenario: outside tools only.
 	WorkloadCyclictest = "cyclictest"
+	// WorkloadJudges is JudgesMix: our periodic task beside every outside
+	// judge and a request server.
+	WorkloadJudges = "judges"
+	// WorkloadRequestServer is RequestServerMix: our periodic task beside
+	// a request server and CPU hogs.
+	WorkloadRequestServer = "request-server"
 )
 
 // BuiltinWorkloads lists the built-in workload names.
-var BuiltinWorkloads = []string{WorkloadDefault, WorkloadCyclictest}
+var BuiltinWorkloads = []string{WorkloadDefault, WorkloadCyclictest, WorkloadJudges, WorkloadRequestServer}
 
 // BuiltinWorkload returns a built-in workload by name.
 func BuiltinWorkload(name string, ncpu int) (Mix, bool) {
@@ -239,8 +390,51 @@ func BuiltinWorkload(name string, ncpu int) (Mix, bool) {
 		return DefaultMix(ncpu), true
 	case WorkloadCyclictest:
 		return CyclictestScenario(ncpu), true
+	case WorkloadJudges:
+		return JudgesMix(ncpu), true
+	case WorkloadRequestServer:
+		return RequestServerMix(ncpu), true
 	}
 	return Mix{}, false
+}
+
+// JudgesMix is the whole machine judged from outside: the inference task
+// at 100 Hz computing 2 ms (the lane) beside stress-ng's CPU workers (one
+// per four CPUs) and its switch, futex and pipe stressors, perf bench
+// sched messaging (in threads) and pipe, sysbench threads (two threads)
+// and cpu (one per four CPUs), rt-app's periodic tasks and chain
+// (DefaultRtApp) and a request server (DefaultRequestServer): the CPUs
+// half busy with work that never sleeps, and everything else waking all
+// the time. Every judge's figure is its own; the bench sets them beside
+// EEVDF's.
+//
+// The sizes suit an emulated guest too, where a vCPU runs tens of times
+// slower than a host CPU and process start-up is slower still: perf's
+// messaging in processes took 0.8 s a run on an idle 2-CPU guest, in
+// threads 0.1 s.
+func JudgesMix(ncpu int) Mix {
+	quarter := max(ncpu/4, 1)
+	return Mix{
+		Periodic: []Periodic{{Comm: "infer", Period: 10 * time.Millisecond, Compute: 2 * time.Millisecond, Threads: 1}},
+		StressNg: []StressNg{{CPU: quarter, Method: DefaultStressMethod, Switch: 1, Futex: 1, Pipe: 1}},
+		PerfBench: []PerfBench{{Bench: PerfMessaging, Groups: DefaultPerfGroups, Loops: DefaultPerfMessagingLoops, Threads: true},
+			{Bench: PerfPipe, Loops: DefaultPerfPipeLoops}},
+		Sysbench: []Sysbench{{Test: SysbenchThreads, Threads: 2, RunTime: DefaultSysbenchRunTime},
+			{Test: SysbenchCPU, Threads: quarter, RunTime: DefaultSysbenchRunTime}},
+		RtApp:          []RtApp{DefaultRtApp()},
+		RequestServers: []RequestServer{DefaultRequestServer(ncpu)},
+	}
+}
+
+// RequestServerMix is a request server (DefaultRequestServer) beside the
+// inference task at 100 Hz computing 2 ms, over a CPU hog per CPU: what
+// an RPC or tokenizer service next to the lane gets.
+func RequestServerMix(ncpu int) Mix {
+	return Mix{
+		Periodic:       []Periodic{{Comm: "infer", Period: 10 * time.Millisecond, Compute: 2 * time.Millisecond, Threads: 1}},
+		Hogs:           []Hogs{{Comm: "hog", Threads: ncpu}},
+		RequestServers: []RequestServer{DefaultRequestServer(ncpu)},
+	}
 }
 
 // CyclictestScenario is the outside-tool scenario: cyclictest at 100 Hz

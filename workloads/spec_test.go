@@ -20,12 +20,24 @@ func TestExamplesParse(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	m, err := LoadWorkload("examples/default.json", 2)
-	if err != nil {
-		t.Fatal(err)
+	for file, want := range map[string]Mix{
+		"examples/default.json":        DefaultMix(2),
+		"examples/judges.json":         JudgesMix(2),
+		"examples/request-server.json": RequestServerMix(2),
+	} {
+		m, err := LoadWorkload(file, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, m); diff != "" {
+			t.Errorf("%s is not the built-in workload (-want +got):\n%s", file, diff)
+		}
 	}
-	if diff := cmp.Diff(DefaultMix(2), m); diff != "" {
-		t.Errorf("examples/default.json is not the default workload (-want +got):\n%s", diff)
+	for _, name := range BuiltinWorkloads {
+		m, err := LoadWorkload(name, 4)
+		if err != nil || !m.HasLane() {
+			t.Errorf("built-in workload %s: %v, or it has no lane", name, err)
+		}
 	}
 }
 
@@ -40,6 +52,17 @@ func TestParseWorkloadErrors(t *testing.T) {
 		{`{"hogs": [{"threads": 5000}]}`, "at most 1024 threads"},
 		{`{"messaging": [{"pairs": 0}]}`, "pairs must be"},
 		{`{}`, "no generators"},
+		{`{"stress_ng": [{"method": "int64"}]}`, "stress-ng has no workers"},
+		{`{"stress_ng": [{"switch": "2y"}]}`, `switch: threads "2y"`},
+		{`{"perf_bench": [{"bench": "sched"}]}`, `perf bench "sched"`},
+		{`{"perf_bench": [{"bench": "messaging", "groups": 100}]}`, "groups 100"},
+		{`{"sysbench": [{"test": "memory"}]}`, `sysbench test "memory"`},
+		{`{"sysbench": [{"test": "cpu", "run_time": "500ms"}]}`, "whole seconds"},
+		{`{"rt_app": [{"periodic": 1, "compute": "1ms"}]}`, "rate_hz 0"},
+		{`{"rt_app": [{"chain": 2, "chain_rate_hz": 100, "chain_compute": "6ms"}]}`, "together below it"},
+		{`{"rt_app": [{"periodic": 1, "rate_hz": 100}]}`, `compute "" is not a duration`},
+		{`{"request_server": [{"sleep": "forever"}]}`, `sleep "forever" is not a duration`},
+		{`{"request_server": [{"workers": 0}]}`, "workers: threads \"0\""},
 		{``, "empty file"},
 		{`{"periodic": "x"}`, "w.json:1:"},
 	} {
@@ -76,7 +99,7 @@ func TestBurstEveryKthPeriod(t *testing.T) {
 }
 
 func FuzzParseWorkload(f *testing.F) {
-	for _, file := range []string{"examples/default.json", "examples/bursty.json", "examples/outside-tools.json"} {
+	for _, file := range []string{"examples/default.json", "examples/bursty.json", "examples/outside-tools.json", "examples/judges.json"} {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
@@ -106,8 +129,28 @@ func FuzzParseWorkload(f *testing.F) {
 			}
 		}
 		for _, g := range m.StressNg {
-			if g.CPU <= 0 || g.CPU > MaxThreads {
-				t.Fatalf("accepted %d stress-ng workers", g.CPU)
+			if err := g.validate(); err != nil {
+				t.Fatalf("accepted an invalid stress-ng: %+v (%v)", g, err)
+			}
+		}
+		for _, p := range m.PerfBench {
+			if err := p.validate(); err != nil {
+				t.Fatalf("accepted an invalid perf bench: %+v (%v)", p, err)
+			}
+		}
+		for _, s := range m.Sysbench {
+			if err := s.validate(); err != nil {
+				t.Fatalf("accepted an invalid sysbench: %+v (%v)", s, err)
+			}
+		}
+		for _, r := range m.RtApp {
+			if err := r.validate(); err != nil {
+				t.Fatalf("accepted an invalid rt-app: %+v (%v)", r, err)
+			}
+		}
+		for _, r := range m.RequestServers {
+			if err := r.validate(); err != nil {
+				t.Fatalf("accepted an invalid request server: %+v (%v)", r, err)
 			}
 		}
 	})
@@ -127,7 +170,7 @@ func TestOutsideToolsInWorkloadFiles(t *testing.T) {
 	if m, err := LoadWorkload("cyclictest", 3); err != nil || m.StressNg[0].CPU != 6 {
 		t.Errorf("LoadWorkload(cyclictest) = %+v, %v", m, err)
 	}
-	if _, err := LoadWorkload("nosuch", 2); err == nil || !strings.Contains(err.Error(), "neither a built-in (default, cyclictest) nor a file") {
+	if _, err := LoadWorkload("nosuch", 2); err == nil || !strings.Contains(err.Error(), "neither a built-in (default, cyclictest, judges, request-server) nor a file") {
 		t.Errorf("unknown name: %v", err)
 	}
 	if got := (Mix{Periodic: []Periodic{{Comm: "infer"}}, Cyclictest: []Cyclictest{{}}}).LaneComms(); strings.Join(got, ",") != "infer,cyclictest" {
@@ -139,7 +182,7 @@ func TestOutsideToolsInWorkloadFiles(t *testing.T) {
 		`{"cyclictest": [{"rate_hz": 100, "histogram_limit": "100us"}]}`: "limit 100µs must be 1ms..10s",
 		`{"cyclictest": [{"rate_hz": 100, "threads": -1}]}`:              "threads must be positive",
 		`{"stress_ng": [{"cpu": "0"}]}`:                                  `cpu: threads "0"`,
-		`{"stress_ng": [{"cpu": 5000}]}`:                                 "at most 1024 cpu workers",
+		`{"stress_ng": [{"cpu": 5000}]}`:                                 "must be 0..1024 per stressor",
 		`{"hackbench": [{"groups": 64, "fds": 20}]}`:                     "2 x groups x fds at most 1024 processes",
 		`{"hackbench": [{"fds": -1}]}`:                                   "groups and fds must be positive",
 	} {

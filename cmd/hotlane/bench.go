@@ -41,10 +41,13 @@ func runBench(ctx context.Context, args []string) int {
 	period := durationFlag(fs, "period", 10*time.Millisecond, workloads.MinPeriod, 0, "default workload: inference task period (100 Hz by default)")
 	compute := durationFlag(fs, "compute", 2*time.Millisecond, 0, 0, "default workload: inference task CPU time per period")
 	hogs := intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "default workload: CPU hog threads (default: 2x the CPUs)")
-	workloadName := fs.String("workload", workloads.WorkloadDefault, "the workload: "+strings.Join(workloads.BuiltinWorkloads, " or ")+" (cyclictest over stress-ng --cpu 2N), or a workload file (JSON, see workloads/examples/), which overrides --period, --compute and --hogs")
+	workloadName := fs.String("workload", workloads.WorkloadDefault, "the workload: "+strings.Join(workloads.BuiltinWorkloads, ", ")+" (see below), or a workload file (JSON, see workloads/examples/), which overrides --period, --compute and --hogs")
 	cyclictest := fs.String("cyclictest", "cyclictest", "cyclictest (rt-tests) program; the default workload runs it beside the inference task as the outside view when it is found ('none': leave it out)")
 	stressNg := fs.String("stress-ng", "stress-ng", "stress-ng program, for workloads that use it")
 	hackbench := fs.String("hackbench", "hackbench", "hackbench (rt-tests) program, for workloads that use it")
+	perf := fs.String("perf", "perf", "perf (linux-perf) program, for workloads that run perf bench sched")
+	sysbench := fs.String("sysbench", "sysbench", "sysbench program, for workloads that use it")
+	rtApp := fs.String("rt-app", "rt-app", "rt-app program, for workloads that use it")
 	scxSimple := fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the kernel's scx_simple")
 	scxQmap := fs.String("scx-qmap", vm.ScxQmapGuestPath, "path of the kernel's scx_qmap")
 	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency of the class ('' for none)")
@@ -77,15 +80,28 @@ SCHED_OTHER. Before the first round each variant is checked (sched_ext in
 the kernel, its program, CAP_SYS_NICE); one that cannot run is skipped
 with one line and the report is INCOMPLETE.
 
+Workloads: default (our inference task over CPU hogs, with cyclictest
+beside it when found), cyclictest (cyclictest over stress-ng --cpu 2N),
+judges (our inference task beside outside judges of the whole machine:
+perf bench sched messaging and pipe, sysbench threads and cpu, rt-app's
+periodic tasks and chain, stress-ng's switch, futex and pipe stressors
+beside its CPU workers, and our request server), request-server (our
+inference task beside a request server over CPU hogs), or a file.
+
 The report shows per variant the lane's latency in four views (the
 tracer's run-queue wait of the lane's threads from their wake-up, the same
 felt from their timer's expiry, our task's own wake-up lateness,
 cyclictest's own histogram), missed periods, every other task's
 run-queue wait, and background throughput per CPU-second the lane left; it
 checks that the views order the variants alike and hotlane against the
-bound. Needs a sched_ext kernel for the sched_ext variants: run it inside
+bound. With judges or a request server, each judge's own figure (a time,
+a rate, a latency), and per variant a "rest of the machine" table: the
+fair classes' wake-up latency, each judge's figure and the request
+server's as ratios to the baseline's, and the lane's beside them.
+
+Needs a sched_ext kernel for the sched_ext variants: run it inside
 'hotlane vm --scx scx_simple --scx scx_qmap --add /usr/bin/cyclictest
---add /usr/bin/stress-ng'.
+--add /usr/bin/stress-ng', with --judges for the judges.
 
 Exit status: 0 all variants ran and hotlane met the bound, 1 the bound
 failed, 2 error (including a variant that was skipped, failed to start or
@@ -166,13 +182,16 @@ Flags:
 		{pathsOf(mix.Cyclictest, func(c *workloads.Cyclictest) *string { return &c.Path }), "cyclictest", "rt-tests", *cyclictest},
 		{pathsOf(mix.StressNg, func(s *workloads.StressNg) *string { return &s.Path }), "stress-ng", "stress-ng", *stressNg},
 		{pathsOf(mix.Hackbench, func(h *workloads.Hackbench) *string { return &h.Path }), "hackbench", "rt-tests", *hackbench},
+		{pathsOf(mix.PerfBench, func(p *workloads.PerfBench) *string { return &p.Path }), "perf", "linux-perf", *perf},
+		{pathsOf(mix.Sysbench, func(s *workloads.Sysbench) *string { return &s.Path }), "sysbench", "sysbench", *sysbench},
+		{pathsOf(mix.RtApp, func(r *workloads.RtApp) *string { return &r.Path }), "rt-app", "rt-app", *rtApp},
 	} {
 		for _, p := range o.paths {
 			if *p == "" {
 				*p = o.def
 			}
 			if _, err := exec.LookPath(*p); err != nil {
-				return fail(fmt.Errorf("the workload runs %s, but %s is not found: install %s (in the VM: --add /usr/bin/%s) or give --%s PATH", o.name, *p, o.pkg, o.name, o.name))
+				return fail(fmt.Errorf("the workload runs %s, but %s is not found: install %s (in the VM: --add /usr/bin/%s, or --judges) or give --%s PATH", o.name, *p, o.pkg, o.name, o.name))
 			}
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/ioctl"
 	"github.com/hotlane/hotlane/report"
+	"github.com/hotlane/hotlane/vm"
 )
 
 // hotlaneBinary builds the CLI as users run it.
@@ -207,6 +208,12 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"vm", "--cpus", "0", "--", "doctor"}, "out of range 1..256"},
 		{[]string{"vm", "--topology", "sockets=3,cores=2,nodes=2", "--", "doctor"}, "would straddle sockets"},
 		{[]string{"vm", "--topology", "sockets=2,cores=8", "--cpus", "4", "--", "doctor"}, "not the 4 asked for"},
+		{[]string{"vm", "--topology", "sockets=2,cores=4,llcs=4", "--", "bench"}, `unknown field "llcs"`},
+		{[]string{"vm", "--judges", "--topology", "sockets=0", "--", "bench", "--workload", "judges"}, "sockets=0 is not a whole number above 0"},
+		// A judge the workload runs must be there before anything starts.
+		{[]string{"bench", "--workload", "judges", "--perf", "/nonexistent/perf"}, "the workload runs perf, but /nonexistent/perf is not found: install linux-perf"},
+		{[]string{"bench", "--workload", "judges", "--rt-app", "/nonexistent/rt-app"}, "the workload runs rt-app, but /nonexistent/rt-app is not found"},
+		{[]string{"bench", "--workload", "request-server", "--duration", "50ms"}, "below the minimum 100ms"},
 		{[]string{"vm", "--memory", "lots", "--", "doctor"}, `"lots" is not a memory size`},
 		{[]string{"vm", "--timeout", "0s", "--", "doctor"}, "below the minimum 1s"},
 		{[]string{"vm", "--retries", "-1", "--", "doctor"}, "out of range 0..10"},
@@ -371,6 +378,43 @@ func TestVMChecksProgramsBeforeFetching(t *testing.T) {
 	wantOneErrorLineEnv(t, bin, []string{"PATH=" + t.TempDir()}, []string{"vm", "--", "doctor"}, "qemu-system-x86_64 not found")
 	// Nothing is cached, so scx_simple would be built: clang is needed.
 	wantOneErrorLineEnv(t, bin, []string{"PATH=" + onlyQemu}, []string{"vm", "--scx-simple", "--", "doctor"}, "apt-get install clang")
+}
+
+// A judge missing on the host is one line from 'hotlane vm --judges'
+// before anything is fetched or booted: which program, which package.
+func TestVMJudgesMissingGiveOneLine(t *testing.T) {
+	bin := hotlaneBinary(t)
+	empty := t.TempDir()
+	wantOneErrorLineEnv(t, bin, []string{"PATH=" + empty}, []string{"vm", "--judges", "--", "bench", "--workload", "judges"},
+		"--judges: judge not installed: perf not found in $PATH: install linux-perf")
+	judges, err := vm.JudgePrograms(exec.LookPath)
+	if err != nil {
+		t.Skipf("the second case needs the judges on the host (scripts/deps.sh installs them): %v", err)
+	}
+	onlyPerf := t.TempDir() // the real perf, not Debian's wrapper script
+	if err := os.Symlink(judges["/usr/bin/perf"], filepath.Join(onlyPerf, "perf")); err != nil {
+		t.Fatal(err)
+	}
+	wantOneErrorLineEnv(t, bin, []string{"PATH=" + onlyPerf}, []string{"vm", "--judges", "--", "doctor"},
+		"--judges: judge not installed: sysbench not found in $PATH: install sysbench")
+}
+
+// A workload file's request server runs from 'hotlane workload' and says
+// what it measured: requests served, wake-up and request latency.
+func TestWorkloadFileRequestServer(t *testing.T) {
+	bin := hotlaneBinary(t)
+	file := filepath.Join(t.TempDir(), "rs.json")
+	if err := os.WriteFile(file, []byte(`{"request_server": [{"rate_hz": 200, "workers": 1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runCLI(t, bin, "workload", "--file", file, "--duration", "1s")
+	m := regexp.MustCompile(`request server rpc: (\d+) served \(\d+/s\), \d+ unfinished; wake-up p50 \S+ p99 \S+ max \S+; request p50`).FindStringSubmatch(stdout)
+	if code != 0 || m == nil || m[1] == "0" {
+		t.Errorf("hotlane workload with a request server: exit %d, stdout %q, stderr %q; want requests served", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, "periodic task") {
+		t.Errorf("a workload without a periodic task printed its table:\n%s", stdout)
+	}
 }
 
 // The development hosts run a kernel without sched_ext: doctor says so,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -53,6 +54,7 @@ func runVM(ctx context.Context, args []string) int {
 	scxSimple := fs.Bool("scx-simple", false, "build the upstream scx_simple for the kernel and put it at /usr/bin/scx_simple (the same as --scx scx_simple)")
 	var scx listFlag
 	fs.Var(&scx, "scx", "build one of the kernel's example schedulers ("+strings.Join(vm.ScxExamples, ", ")+") for the kernel and put it at /usr/bin/NAME (repeatable)")
+	judges := fs.Bool("judges", false, "add the bench's outside judges with their libraries: perf (linux-perf; the real binary where /usr/bin/perf is Debian's wrapper script), sysbench, rt-app and stress-ng, at /usr/bin/NAME, for 'bench --workload judges'")
 	printVmlinux := fs.Bool("print-vmlinux", false, "fetch the kernel, print the path of its uncompressed vmlinux (with BTF) and exit")
 	kernelLog := fs.Bool("kernel-log", false, "also show the guest kernel's messages, not only the command's output")
 	var add, env listFlag
@@ -73,6 +75,7 @@ Examples:
   hotlane vm --scx-simple --add ./sched.test:/sched.test -- /sched.test -test.v
   hotlane vm --scx scx_qmap -- /usr/bin/scx_qmap
   hotlane vm --mttcg --topology sockets=2,cores=8,nodes=2 -- run --inference-comm x
+  hotlane vm --mttcg --judges --topology sockets=2,cores=4 -- bench --workload judges --schedulers eevdf,hotlane
 
 Flags:
 `)
@@ -158,6 +161,18 @@ Flags:
 		}
 		cfg.Executables[guest] = host
 		guestPaths = append(guestPaths, guest)
+	}
+	if *judges {
+		programs, err := vm.JudgePrograms(exec.LookPath)
+		if err != nil {
+			return fail(fmt.Errorf("--judges: %w", err))
+		}
+		for guest, host := range programs {
+			if _, added := cfg.Executables[guest]; !added {
+				cfg.Executables[guest] = host
+				guestPaths = append(guestPaths, guest)
+			}
+		}
 	}
 	for _, name := range scx {
 		guestPaths = append(guestPaths, vm.ScxGuestPath(name))

@@ -26,7 +26,9 @@ func runWorkload(ctx context.Context, args []string) int {
 
 Runs a periodic "inference" task (a fixed amount of CPU work every period,
 woken by an absolute timer) over CPU hogs, and prints the task's own wake-up
-lateness: an application-level view to set beside 'hotlane verify'.
+lateness: an application-level view to set beside 'hotlane verify'. With
+--file, any workload file's generators, and what its request servers and
+outside judges measured.
 
 Flags:
 `)
@@ -63,16 +65,32 @@ Flags:
 	for i, p := range mix.Periodic {
 		t.Add(append(append([]string{p.Comm}, report.Summarize(&res.Periodic[i].Lateness).Cells()...), fmt.Sprint(res.Periodic[i].Missed))...)
 	}
-	fmt.Println("wake-up lateness (the tasks' own measurement):")
-	if err := t.WriteText(os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane workload: %v\n", err)
-		return exitError
+	if len(mix.Periodic) > 0 {
+		fmt.Println("wake-up lateness (the tasks' own measurement):")
+		if err := t.WriteText(os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "hotlane workload: %v\n", err)
+			return exitError
+		}
 	}
 	for i, h := range mix.Hogs {
 		fmt.Printf("hogs %s: %d threads, %.1f Mloops/s\n", h.Comm, h.Threads, float64(res.HogWork[i])/took/1e6)
 	}
 	for i, g := range mix.Messaging {
 		fmt.Printf("messaging %s: %d pairs, %.0f round trips/s\n", g.Comm, g.Pairs, float64(res.RoundTrips[i])/took)
+	}
+	for i, rs := range mix.RequestServers {
+		r := &res.RequestServers[i]
+		w, q := report.Summarize(&r.WakeUp), report.Summarize(&r.Request)
+		fmt.Printf("request server %s: %d served (%.0f/s), %d unfinished; wake-up p50 %s p99 %s max %s; request p50 %s p99 %s max %s\n",
+			rs.Comm, r.Served, r.PerSecond(), r.Unfinished, report.Duration(w.P50), report.Duration(w.P99), report.Duration(w.Max),
+			report.Duration(q.P50), report.Duration(q.P99), report.Duration(q.Max))
+	}
+	for _, j := range res.Judgements {
+		if f, ok := j.Figure(); ok {
+			fmt.Printf("%s: %d runs, %s %.4g %s\n", j.Judge, j.Runs, f.Name, f.Value, f.Unit)
+		} else {
+			fmt.Printf("%s: %d runs, no figure (no run finished)\n", j.Judge, j.Runs)
+		}
 	}
 	return exitOK
 }

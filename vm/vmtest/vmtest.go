@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,9 @@ type Options struct {
 	// shared libraries (e.g. "/usr/bin/cyclictest"); a host path without
 	// a slash is looked up in $PATH, and a missing one fails the test.
 	Executables map[string]string
+	// Judges adds the bench's outside judges (vm.JudgePrograms: perf,
+	// sysbench, rt-app, stress-ng); a missing one fails the test.
+	Judges bool
 	// Kernel is a --kernel spec; empty means vm.DefaultKernel, or
 	// $HOTLANE_TEST_KERNEL when set.
 	Kernel  string
@@ -88,6 +92,9 @@ type GuestRun struct {
 	Kernel      *vm.Kernel
 	Console     string
 	Boot, Total time.Duration
+	// Results holds the files the guest tests left in
+	// $HOTLANE_RESULTS (vm.GuestResultsDir).
+	Results string
 }
 
 // ErrGuestTestsFailed is returned by RunGuest when the guest's tests ran
@@ -152,6 +159,13 @@ func RunGuest(t *testing.T, opts Options) (*GuestRun, error) {
 			cfg.Executables[vm.ScxGuestPath(name)] = bin
 		}
 	}
+	if opts.Judges {
+		judges, err := vm.JudgePrograms(exec.LookPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(cfg.Executables, judges)
+	}
 	for guest, host := range opts.Executables {
 		if !strings.Contains(host, "/") {
 			p, err := exec.LookPath(host)
@@ -165,7 +179,7 @@ func RunGuest(t *testing.T, opts Options) (*GuestRun, error) {
 	res, err := vm.Run(ctx, cfg)
 	var run *GuestRun
 	if res != nil {
-		run = &GuestRun{Kernel: k, Console: res.Console, Boot: res.Boot, Total: res.Total}
+		run = &GuestRun{Kernel: k, Console: res.Console, Boot: res.Boot, Total: res.Total, Results: res.ResultsDir}
 	}
 	switch {
 	case err != nil:
