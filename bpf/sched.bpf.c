@@ -36,6 +36,7 @@
  *  running,    per-CPU bookkeeping (victims, the guard), the LLC clock,
  *  stopping    and the fair class's vruntime charge.
  *  quiescent   a sleeping task's lag and burst are kept.
+ *  yield       a fair task that yields is queued with a later deadline.
  *  cpu_release an RT or DL task took the CPU: what waits in its local
  *              queue is handed back, so the lane does not wait behind it.
  *  cgroup_*    cpu.weight of each cgroup, for the fair class's weights.
@@ -423,7 +424,6 @@ int hl_running(u64 *ctx)
 	o->curr_pid = p->pid;
 	o->class_id = cls;
 	o->lane = c->high_priority;
-	o->resumed = 0;
 	if (c->high_priority) {
 		s->state = HL_CPU_LANE;
 		return 0;
@@ -435,12 +435,10 @@ int hl_running(u64 *ctx)
 	 * would let a CPU alternate between the lane and the task it
 	 * preempts while a task pinned here waits forever.
 	 */
-	if (p->pid == o->resumed_pid) {
+	if (p->pid == o->resumed_pid)
 		o->resumed_pid = 0;
-		o->resumed = 1;
-	} else {
+	else
 		fair_served(o, s, now);
-	}
 	if (t) {
 		fair_started(t, llc_of(cpu));
 		s->deadline = fair_deadline(t, task_weight(p, t, c), p->scx.slice);
@@ -492,6 +490,18 @@ int hl_stopping(u64 *ctx)
 	else if (t)
 		fair_charge(p, t, class_get(o->class_id), used);
 	return 0;
+}
+
+SEC("struct_ops/hl_yield")
+bool hl_yield(u64 *ctx)
+{
+	struct task_struct *from = (void *)ctx[0];
+	struct hl_task *t = task_ctx(from);
+
+	if (t)
+		fair_yield(t);
+	from->scx.slice = 0;
+	return false; /* no yield_to(): the kernel picks what runs next */
 }
 
 SEC("struct_ops/hl_quiescent")
@@ -707,6 +717,7 @@ struct sched_ext_ops hotlane_ops = {
 	.running = (void *)hl_running,
 	.stopping = (void *)hl_stopping,
 	.quiescent = (void *)hl_quiescent,
+	.yield = (void *)hl_yield,
 	.cpu_release = (void *)hl_cpu_release,
 	.init_task = (void *)hl_init_task,
 	.cgroup_init = (void *)hl_cgroup_init,

@@ -45,6 +45,7 @@ const (
 	Sched612ProgHlSelectCpu              = "hl_select_cpu"
 	Sched612ProgHlStopping               = "hl_stopping"
 	Sched612ProgHlTick                   = "hl_tick"
+	Sched612ProgHlYield                  = "hl_yield"
 	Sched612VarCpuLlc                    = "cpu_llc"
 	Sched612VarDebugErrorAfter           = "debug_error_after"
 	Sched612VarExitInfo                  = "exit_info"
@@ -134,6 +135,7 @@ type Sched612ProgramSpecs struct {
 	HlSelectCpu       *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
 	HlStopping        *ebpf.ProgramSpec `ebpf:"hl_stopping"`
 	HlTick            *ebpf.ProgramSpec `ebpf:"hl_tick"`
+	HlYield           *ebpf.ProgramSpec `ebpf:"hl_yield"`
 }
 
 // Sched612MapSpecs contains maps before they are loaded into the kernel.
@@ -282,6 +284,7 @@ type Sched612Programs struct {
 	HlSelectCpu       *ebpf.Program `ebpf:"hl_select_cpu"`
 	HlStopping        *ebpf.Program `ebpf:"hl_stopping"`
 	HlTick            *ebpf.Program `ebpf:"hl_tick"`
+	HlYield           *ebpf.Program `ebpf:"hl_yield"`
 }
 
 func (p *Sched612Programs) Close() error {
@@ -306,6 +309,7 @@ func (p *Sched612Programs) Close() error {
 		p.HlSelectCpu,
 		p.HlStopping,
 		p.HlTick,
+		p.HlYield,
 	)
 }
 

@@ -45,6 +45,7 @@ const (
 	Sched613ProgHlSelectCpu              = "hl_select_cpu"
 	Sched613ProgHlStopping               = "hl_stopping"
 	Sched613ProgHlTick                   = "hl_tick"
+	Sched613ProgHlYield                  = "hl_yield"
 	Sched613VarCpuLlc                    = "cpu_llc"
 	Sched613VarDebugErrorAfter           = "debug_error_after"
 	Sched613VarExitInfo                  = "exit_info"
@@ -134,6 +135,7 @@ type Sched613ProgramSpecs struct {
 	HlSelectCpu       *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
 	HlStopping        *ebpf.ProgramSpec `ebpf:"hl_stopping"`
 	HlTick            *ebpf.ProgramSpec `ebpf:"hl_tick"`
+	HlYield           *ebpf.ProgramSpec `ebpf:"hl_yield"`
 }
 
 // Sched613MapSpecs contains maps before they are loaded into the kernel.
@@ -282,6 +284,7 @@ type Sched613Programs struct {
 	HlSelectCpu       *ebpf.Program `ebpf:"hl_select_cpu"`
 	HlStopping        *ebpf.Program `ebpf:"hl_stopping"`
 	HlTick            *ebpf.Program `ebpf:"hl_tick"`
+	HlYield           *ebpf.Program `ebpf:"hl_yield"`
 }
 
 func (p *Sched613Programs) Close() error {
@@ -306,6 +309,7 @@ func (p *Sched613Programs) Close() error {
 		p.HlSelectCpu,
 		p.HlStopping,
 		p.HlTick,
+		p.HlYield,
 	)
 }
 

@@ -45,6 +45,7 @@ const (
 	Sched700ProgHlSelectCpu              = "hl_select_cpu"
 	Sched700ProgHlStopping               = "hl_stopping"
 	Sched700ProgHlTick                   = "hl_tick"
+	Sched700ProgHlYield                  = "hl_yield"
 	Sched700VarCpuLlc                    = "cpu_llc"
 	Sched700VarDebugErrorAfter           = "debug_error_after"
 	Sched700VarExitInfo                  = "exit_info"
@@ -134,6 +135,7 @@ type Sched700ProgramSpecs struct {
 	HlSelectCpu       *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
 	HlStopping        *ebpf.ProgramSpec `ebpf:"hl_stopping"`
 	HlTick            *ebpf.ProgramSpec `ebpf:"hl_tick"`
+	HlYield           *ebpf.ProgramSpec `ebpf:"hl_yield"`
 }
 
 // Sched700MapSpecs contains maps before they are loaded into the kernel.
@@ -282,6 +284,7 @@ type Sched700Programs struct {
 	HlSelectCpu       *ebpf.Program `ebpf:"hl_select_cpu"`
 	HlStopping        *ebpf.Program `ebpf:"hl_stopping"`
 	HlTick            *ebpf.Program `ebpf:"hl_tick"`
+	HlYield           *ebpf.Program `ebpf:"hl_yield"`
 }
 
 func (p *Sched700Programs) Close() error {
@@ -306,6 +309,7 @@ func (p *Sched700Programs) Close() error {
 		p.HlSelectCpu,
 		p.HlStopping,
 		p.HlTick,
+		p.HlYield,
 	)
 }
 

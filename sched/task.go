@@ -25,7 +25,7 @@ type taskRecord struct {
 	Ran          uint64
 	TaskCgroupID uint64
 	LLC          uint32
-	_            uint32
+	Yielded      uint32
 }
 
 // ErrTaskNotClassified means the scheduler has not seen the task yet.

@@ -130,6 +130,8 @@ static long (* const bpf_get_current_comm)(void *buf, __u32 size) =
 	(void *)BPF_FUNC_get_current_comm;
 static __u32 (* const bpf_get_smp_processor_id)(void) =
 	(void *)BPF_FUNC_get_smp_processor_id;
+/* A pseudo-random number, for choices spread over CPUs. */
+static __u32 (* const bpf_get_prandom_u32)(void) = (void *)BPF_FUNC_get_prandom_u32;
 /* The current task as a BTF pointer: fields can be read directly. */
 static struct task_struct *(* const bpf_get_current_task_btf)(void) =
 	(void *)BPF_FUNC_get_current_task_btf;

@@ -93,7 +93,6 @@ struct hl_cpu_own {
 	u32 lane;	/* it runs as a lane task */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
 	s32 resumed_pid;	/* a preempted fair task put back in the local queue */
-	u32 resumed;	/* the running task is that one: not a fair-side turn */
 };
 
 struct {
@@ -153,7 +152,7 @@ struct hl_task {
 	u64 ran;	/* CPU time since it last woke */
 	u64 cgroup_id;	/* its cgroup v2 cgroup, for cpu.weight */
 	u32 llc;
-	u32 _pad;
+	u32 yielded;	/* it called sched_yield(): its next deadline is a slice out */
 };
 
 struct {

@@ -4,9 +4,11 @@
  * EEVDF's rules, per LLC:
  *  - A task's vruntime advances by the CPU time it uses, scaled down by
  *    its weight (class weight x nice x cgroup cpu.weight).
- *  - Each LLC has a clock: the largest vruntime of a fair task that
+ *  - Each LLC has a clock: the vruntime of the fair task that last
  *    started running there. Tasks start in deadline order, so the clock
- *    follows the head of the queue.
+ *    is where the head of the queue stands. (A clock at the largest
+ *    vruntime that ever ran put every wake-up behind every waiting CPU
+ *    hog: ping-pong wakers did 0.07-0.6x EEVDF's work beside them.)
  *  - Lag, not credit: a task that sleeps keeps its distance from the
  *    clock (its lag), bounded by one request ahead and two slices behind,
  *    and wakes at that distance from the clock as it is then. Sleeping
@@ -81,7 +83,7 @@ static __always_inline u64 fair_slice(const volatile struct hl_class *c, u64 wei
  * [min_slice, slice]. */
 static __always_inline u64 fair_deadline(struct hl_task *t, u64 weight, u64 slice)
 {
-	u64 req = t->burst;
+	u64 req = t->yielded ? slice : t->burst;
 
 	if (req < min_slice_ns)
 		req = min_slice_ns;
@@ -133,14 +135,14 @@ static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
 	t->ran = 0;
 }
 
-/* The clock follows the fair tasks that start running on its LLC. */
+/* The clock is where the last fair task to start on its LLC stood. */
 static __always_inline void fair_started(struct hl_task *t, u32 llc)
 {
 	struct hl_llc *l;
 
 	rebase(t, llc);
 	l = llc_get(llc);
-	if (l && (s64)(t->vruntime - l->vclock) > 0)
+	if (l && l->vclock != t->vruntime)
 		l->vclock = t->vruntime;
 }
 
@@ -152,17 +154,41 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
 	t->ran += used;
 }
 
-/*
- * Should a fair task with deadline dl, woken onto cpu, preempt what runs
- * there? Only a fair task with a later deadline that has run min_slice:
- * without that floor, two wakers would take turns preempting each other.
- */
-static __always_inline bool fair_preempts(s32 cpu, u64 dl, u64 now)
-{
-	struct hl_cpu_shared *s = shared_of(cpu);
+#define HL_FAIR_PROBES 2	/* CPUs of the LLC a fair wake-up looks at, besides its own */
 
-	return s && s->state == HL_CPU_FAIR && now - s->started_at >= min_slice_ns &&
-	       (s64)(dl - s->deadline) < 0;
+/*
+ * Which CPU should a fair task with deadline dl, queued for cpu's LLC,
+ * preempt, if any? A CPU running a fair task with a later deadline that
+ * has run min_slice (without that floor, two wakers would take turns
+ * preempting each other): the task's own CPU, else the latest deadline
+ * among a few CPUs of the LLC from a random place. EEVDF preempts on the
+ * woken task's runqueue; here any CPU of the LLC may take it from the
+ * shared queue, so one that should is made to.
+ */
+static __always_inline s32 fair_victim(struct task_struct *p, s32 cpu, u32 llc, u64 dl)
+{
+	u32 n = llc_size[llc], first = llc_first[llc], start, k;
+	u64 now = bpf_ktime_get_ns(), latest = dl;
+	struct hl_cpu_shared *s;
+	s32 victim = -1, c;
+
+	for (k = 0; k <= HL_FAIR_PROBES && k <= n; k++) {
+		if (k == 0) {
+			c = cpu;
+		} else {
+			start = bpf_get_prandom_u32() % n;
+			c = llc_cpus[(first + start) & (HL_MAX_CPUS - 1)];
+		}
+		s = shared_of(c);
+		if (!s || s->state != HL_CPU_FAIR || now - s->started_at < min_slice_ns ||
+		    (s64)(s->deadline - latest) <= 0 || !allowed_on(p, c))
+			continue;
+		victim = c;
+		latest = s->deadline;
+		if (k == 0)
+			break;
+	}
+	return victim;
 }
 
 /*
@@ -173,7 +199,7 @@ static __always_inline bool fair_preempts(s32 cpu, u64 dl, u64 now)
 static __always_inline void fair_enqueue(struct task_struct *p, struct hl_task *t,
 					 const volatile struct hl_class *c, u64 enq_flags)
 {
-	s32 cpu = scx_bpf_task_cpu(p), idle;
+	s32 cpu = scx_bpf_task_cpu(p), target, idle;
 	bool pinned = p->nr_cpus_allowed == 1;
 	u64 w, slice, dl, dsq;
 	u32 llc;
@@ -187,15 +213,19 @@ static __always_inline void fair_enqueue(struct task_struct *p, struct hl_task *
 	if (t) {
 		rebase(t, llc);
 		dl = fair_deadline(t, w, slice);
+		t->yielded = 0;
 	} else {
 		dl = llc_clock(llc); /* no context: queued as if at the clock */
 	}
 	hl_dsq_insert_vtime(p, dsq, slice, dl, enq_flags);
 
-	if ((enq_flags & HL_ENQ_WAKEUP) && fair_preempts(cpu, dl, bpf_ktime_get_ns())) {
-		scx_bpf_kick_cpu(cpu, HL_KICK_PREEMPT);
-		stat_inc(fair_preempts);
-		return;
+	if (enq_flags & HL_ENQ_WAKEUP) {
+		target = fair_victim(p, cpu, llc, dl);
+		if (target >= 0) {
+			scx_bpf_kick_cpu(target, HL_KICK_PREEMPT);
+			stat_inc(fair_preempts);
+			return;
+		}
 	}
 	/* A queued task must not wait while a CPU it may use idles. */
 	idle = pinned ? (scx_bpf_test_and_clear_cpu_idle(cpu) ? cpu : -1) :
@@ -204,6 +234,19 @@ static __always_inline void fair_enqueue(struct task_struct *p, struct hl_task *
 		scx_bpf_kick_cpu(idle, HL_KICK_IDLE);
 		stat_inc(idle_kicks);
 	}
+}
+
+/*
+ * sched_yield(): the task gives up its CPU and its place, as EEVDF does by
+ * moving its deadline on: it is queued next with a whole slice as its
+ * request, not its usual burst. Left to the kernel, a yield only ends the
+ * slice, and the yielder, its deadline unchanged, is picked again at once
+ * while the task it yields to (a mutex holder) waits. Its vruntime is
+ * left alone: yielding often must not pile up debt.
+ */
+static __always_inline void fair_yield(struct hl_task *t)
+{
+	t->yielded = 1;
 }
 
 /* The deadline at the head of a queue, if it holds a task. */

@@ -21,8 +21,6 @@
 #define HL_LANE_PROBES 4	/* CPUs of prev's LLC looked at, besides self and prev */
 #define HL_LANE_FAR_PROBES 2	/* CPUs anywhere looked at when those fail */
 
-static u32 (* const bpf_get_prandom_u32)(void) = (void *)BPF_FUNC_get_prandom_u32;
-
 /* LLCs whose lane queue may hold tasks: bit l % 64. A stale bit costs a
  * look; a missing one is set again by the next insert. */
 u64 lane_llcs;
