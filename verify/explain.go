@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/cstr"
 	"github.com/hotlane/hotlane/report"
 )
 
@@ -147,7 +148,7 @@ func (r *explanationRecord) explanation(classes []string) *Explanation {
 		if b.Ns == 0 {
 			continue
 		}
-		t := BlamedTask{PID: b.PID, Comm: cString(b.Comm[:]), Time: time.Duration(b.Ns), Kind: KindTask}
+		t := BlamedTask{PID: b.PID, Comm: cstr.String(b.Comm[:]), Time: time.Duration(b.Ns), Kind: KindTask}
 		if int(b.Kind) < len(segKinds) {
 			t.Kind = segKinds[b.Kind]
 		}

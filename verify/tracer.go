@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/internal/cstr"
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/report"
@@ -911,7 +912,7 @@ func (t *Tracer) tasks() ([]TaskLatency, error) {
 		if int(rec.ClassID) < len(t.classes) {
 			class = t.classes[rec.ClassID]
 		}
-		out = append(out, TaskLatency{PID: key.PID, TGID: rec.TGID, Comm: cString(rec.Comm[:]), Class: class, Hist: wait, Felt: felt})
+		out = append(out, TaskLatency{PID: key.PID, TGID: rec.TGID, Comm: cstr.String(rec.Comm[:]), Class: class, Hist: wait, Felt: felt})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read per-task histograms: %w", err)
@@ -920,13 +921,6 @@ func (t *Tracer) tasks() ([]TaskLatency, error) {
 		return out[i].Hist.QuantileUpper(0.99) > out[j].Hist.QuantileUpper(0.99)
 	})
 	return out, nil
-}
-
-func cString(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
 }
 
 // Violation is one wait above its class's threshold.
@@ -997,8 +991,8 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 		}
 		fn(Violation{
 			At: time.Duration(v.AtNs), Latency: time.Duration(v.LatencyNs),
-			PID: v.PID, TGID: v.TGID, Comm: cString(v.Comm[:]), Class: class, CPU: v.CPU,
-			PrevPID: v.PrevPID, PrevComm: cString(v.PrevComm[:]),
+			PID: v.PID, TGID: v.TGID, Comm: cstr.String(v.Comm[:]), Class: class, CPU: v.CPU,
+			PrevPID: v.PrevPID, PrevComm: cstr.String(v.PrevComm[:]),
 			Caused: v.Caused != 0, Felt: time.Duration(v.FeltNs), TimerDelivery: time.Duration(v.DeliveryNs),
 			Resume: time.Duration(v.ResumeNs),
 			Why:    why,
