@@ -17,16 +17,19 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	RunqlatMapCounters                  = "counters"
-	RunqlatMapCpus                      = "cpus"
+	RunqlatMapCpuHistories              = "cpu_histories"
+	RunqlatMapExtCbTimes                = "ext_cb_times"
 	RunqlatMapHist                      = "hist"
 	RunqlatMapHlDevProcs                = "hl_dev_procs"
 	RunqlatMapHlDevThreads              = "hl_dev_threads"
 	RunqlatMapHlTaskClasses             = "hl_task_classes"
+	RunqlatMapLastNext                  = "last_next"
 	RunqlatMapOpenFelts                 = "open_felts"
 	RunqlatMapStamps                    = "stamps"
 	RunqlatMapStampsByPid               = "stamps_by_pid"
 	RunqlatMapTaskHistZero              = "task_hist_zero"
 	RunqlatMapTasks                     = "tasks"
+	RunqlatMapTimerCauses               = "timer_causes"
 	RunqlatMapTotals                    = "totals"
 	RunqlatMapViolations                = "violations"
 	RunqlatProgDeviceIoctl              = "device_ioctl"
@@ -158,16 +161,19 @@ type RunqlatProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatMapSpecs struct {
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
-	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
+	CpuHistories  *ebpf.MapSpec `ebpf:"cpu_histories"`
+	ExtCbTimes    *ebpf.MapSpec `ebpf:"ext_cb_times"`
 	Hist          *ebpf.MapSpec `ebpf:"hist"`
 	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
+	LastNext      *ebpf.MapSpec `ebpf:"last_next"`
 	OpenFelts     *ebpf.MapSpec `ebpf:"open_felts"`
 	Stamps        *ebpf.MapSpec `ebpf:"stamps"`
 	StampsByPid   *ebpf.MapSpec `ebpf:"stamps_by_pid"`
 	TaskHistZero  *ebpf.MapSpec `ebpf:"task_hist_zero"`
 	Tasks         *ebpf.MapSpec `ebpf:"tasks"`
+	TimerCauses   *ebpf.MapSpec `ebpf:"timer_causes"`
 	Totals        *ebpf.MapSpec `ebpf:"totals"`
 	Violations    *ebpf.MapSpec `ebpf:"violations"`
 }
@@ -223,16 +229,19 @@ func (o *RunqlatObjects) Close() error {
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatMaps struct {
 	Counters      *ebpf.Map `ebpf:"counters"`
-	Cpus          *ebpf.Map `ebpf:"cpus"`
+	CpuHistories  *ebpf.Map `ebpf:"cpu_histories"`
+	ExtCbTimes    *ebpf.Map `ebpf:"ext_cb_times"`
 	Hist          *ebpf.Map `ebpf:"hist"`
 	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
+	LastNext      *ebpf.Map `ebpf:"last_next"`
 	OpenFelts     *ebpf.Map `ebpf:"open_felts"`
 	Stamps        *ebpf.Map `ebpf:"stamps"`
 	StampsByPid   *ebpf.Map `ebpf:"stamps_by_pid"`
 	TaskHistZero  *ebpf.Map `ebpf:"task_hist_zero"`
 	Tasks         *ebpf.Map `ebpf:"tasks"`
+	TimerCauses   *ebpf.Map `ebpf:"timer_causes"`
 	Totals        *ebpf.Map `ebpf:"totals"`
 	Violations    *ebpf.Map `ebpf:"violations"`
 }
@@ -240,16 +249,19 @@ type RunqlatMaps struct {
 func (m *RunqlatMaps) Close() error {
 	return _RunqlatClose(
 		m.Counters,
-		m.Cpus,
+		m.CpuHistories,
+		m.ExtCbTimes,
 		m.Hist,
 		m.HlDevProcs,
 		m.HlDevThreads,
 		m.HlTaskClasses,
+		m.LastNext,
 		m.OpenFelts,
 		m.Stamps,
 		m.StampsByPid,
 		m.TaskHistZero,
 		m.Tasks,
+		m.TimerCauses,
 		m.Totals,
 		m.Violations,
 	)
