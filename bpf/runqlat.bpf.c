@@ -316,6 +316,10 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } violations SEC(".maps");
 
+/* A ring buffer has no value type: this puts struct violation in the
+ * object's BTF, for bpf2go to generate the Go type verify decodes. */
+const struct violation *violation_type __attribute__((unused));
+
 /*
  * Streams the wait if it broke its class's threshold, in the view the
  * class's bound checks, with what the CPU did meanwhile (from where the
