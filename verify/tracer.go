@@ -418,7 +418,7 @@ func (t *Tracer) attachRequired(spec *ebpf.CollectionSpec, p *bpf.RunqlatProgram
 		if len(progs) == 0 {
 			continue
 		}
-		part, err := t.load(spec, progs, nil)
+		part, err := t.load(spec, progs, "")
 		if err != nil {
 			return err
 		}
@@ -427,7 +427,7 @@ func (t *Tracer) attachRequired(spec *ebpf.CollectionSpec, p *bpf.RunqlatProgram
 	var deviceHooks *part
 	if devices {
 		var err error
-		if deviceHooks, err = t.load(spec, []*ebpf.ProgramSpec{p.DeviceOpen, p.DeviceIoctl}, nil); err != nil {
+		if deviceHooks, err = t.load(spec, []*ebpf.ProgramSpec{p.DeviceOpen, p.DeviceIoctl}, ""); err != nil {
 			return fmt.Errorf("%w: %v", loader.ErrDeviceHooks, err)
 		}
 	}
@@ -460,7 +460,7 @@ func (t *Tracer) attachOptional(spec *ebpf.CollectionSpec, p *bpf.RunqlatProgram
 		// nanosleep, clock_nanosleep, usleep; poll, select and
 		// epoll_wait timeouts.
 		returns := []*ebpf.ProgramSpec{p.RqNanosleepRet, p.RqHrtimeoutRet}
-		if err := t.attachPart("fexit on the sleep calls", spec, returns, nil, attachTracing, t.objs.FeltEndsAtReturn); err != nil {
+		if _, err := t.attachPart("fexit on the sleep calls", spec, returns, "", attachTracing, t.objs.FeltEndsAtReturn); err != nil {
 			t.FeltNote = err.Error()
 		} else {
 			t.FeltEnd = FeltToReturn
@@ -540,31 +540,30 @@ func configure(spec *ebpf.CollectionSpec, s *bpf.RunqlatSpecs, cfg TracerConfig,
 type part struct {
 	coll  *ebpf.Collection
 	specs []*ebpf.ProgramSpec
-	// names are the programs' names in the collection and in Programs.
-	names []string
+	progs []*ebpf.Program // loaded, in the order of specs
+	// label tells apart parts of the same programs in Programs: the
+	// programs are listed under their names followed by it.
+	label string
 	links []link.Link
 }
 
-// load loads specs as a part of the tracer, under their own names or
-// under names. The tracer closes it.
-func (t *Tracer) load(spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, names []string) (*part, error) {
-	if names == nil {
-		for _, p := range specs {
-			names = append(names, p.Name)
-		}
-	}
+// load loads specs as a part of the tracer, which closes it.
+func (t *Tracer) load(spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, label string) (*part, error) {
 	cs := &ebpf.CollectionSpec{
 		Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
 		Programs: make(map[string]*ebpf.ProgramSpec, len(specs)),
 	}
-	for i, p := range specs {
-		cs.Programs[names[i]] = p
+	for _, ps := range specs {
+		cs.Programs[ps.Name] = ps
 	}
 	coll, err := ebpf.NewCollectionWithOptions(cs, ebpf.CollectionOptions{MapReplacements: t.shared})
 	if err != nil {
 		return nil, err
 	}
-	p := &part{coll: coll, specs: specs, names: names}
+	p := &part{coll: coll, specs: specs, label: label}
+	for _, ps := range specs {
+		p.progs = append(p.progs, coll.Programs[ps.Name])
+	}
 	t.parts = append(t.parts, p)
 	return p, nil
 }
@@ -580,8 +579,8 @@ func (t *Tracer) unload(p *part) {
 // any: the global that tells the other programs the part is there. On
 // error nothing of p stays attached.
 func (p *part) attach(attach func(prog *ebpf.Program, target string) (link.Link, error), on *ebpf.Variable) error {
-	for i, name := range p.names {
-		l, err := attach(p.coll.Programs[name], p.specs[i].AttachTo)
+	for i, prog := range p.progs {
+		l, err := attach(prog, p.specs[i].AttachTo)
 		if err != nil {
 			p.detach()
 			return fmt.Errorf("attach %s to %s: %s", p.specs[i].Name, p.specs[i].AttachTo, loader.CleanError(err))
@@ -609,17 +608,17 @@ func (p *part) detach() error {
 
 // attachPart loads and attaches a part the tracer can do without, what:
 // on error (which says which step failed) nothing of it stays.
-func (t *Tracer) attachPart(what string, spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, names []string,
-	attach func(*ebpf.Program, string) (link.Link, error), on *ebpf.Variable) error {
-	p, err := t.load(spec, specs, names)
+func (t *Tracer) attachPart(what string, spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, label string,
+	attach func(*ebpf.Program, string) (link.Link, error), on *ebpf.Variable) (*part, error) {
+	p, err := t.load(spec, specs, label)
 	if err != nil {
-		return fmt.Errorf("load %s: %s", what, loader.CleanError(err))
+		return nil, fmt.Errorf("load %s: %s", what, loader.CleanError(err))
 	}
 	if err := p.attach(attach, on); err != nil {
 		t.unload(p)
-		return err
+		return nil, err
 	}
-	return nil
+	return p, nil
 }
 
 // watchBypass attaches the hook on sched_ext's event counters, whose
@@ -636,7 +635,8 @@ func (t *Tracer) watchBypass(spec *ebpf.CollectionSpec, fam family) error {
 	if err := kernel.TypeByName("btf_trace_"+tp, &td); err != nil {
 		return fmt.Errorf("the kernel has no %s tracepoint (kernels with sched_ext have it from 6.17)", tp)
 	}
-	return t.attachPart("the "+tp+" hook", spec, fam.bypass, nil, fam.attach, t.objs.BypassWatched)
+	_, err = t.attachPart("the "+tp+" hook", spec, fam.bypass, "", fam.attach, t.objs.BypassWatched)
+	return err
 }
 
 // attachExtCallbacks puts fentry and fexit (enter, exit) on every callback
@@ -659,20 +659,25 @@ func (t *Tracer) attachExtCallbacks(spec *ebpf.CollectionSpec, enter, exit *ebpf
 		t.CallbacksNote = "sched_ext callbacks not timed: no sched_ext scheduler was loaded when the tracer attached"
 		return
 	}
-	// One copy of each per callback, all in one part: timed all or none.
-	var specs []*ebpf.ProgramSpec
-	var names []string
+	// A part per callback, with its own copies of enter and exit; every
+	// callback is timed, or none.
+	var timed []*part
 	for _, cb := range cbs {
+		var specs []*ebpf.ProgramSpec
 		for _, p := range []*ebpf.ProgramSpec{enter, exit} {
 			c := p.Copy()
 			c.AttachTarget, c.AttachTo = cb.Program, cb.Func
 			specs = append(specs, c)
-			names = append(names, p.Name+"/"+cb.Func)
 		}
-	}
-	if err := t.attachPart("fentry/fexit on them", spec, specs, names, attachTracing, nil); err != nil {
-		t.CallbacksNote = "sched_ext callbacks not timed: " + err.Error()
-		return
+		p, err := t.attachPart("fentry/fexit on "+cb.Func, spec, specs, "/"+cb.Func, attachTracing, nil)
+		if err != nil {
+			for _, p := range slices.Backward(timed) {
+				t.unload(p)
+			}
+			t.CallbacksNote = "sched_ext callbacks not timed: " + err.Error()
+			return
+		}
+		timed = append(timed, p)
 	}
 	t.CallbacksTimed = len(cbs)
 }
@@ -1048,8 +1053,8 @@ func (t *Tracer) Cost() ([]report.ProgramCost, error) {
 func (t *Tracer) Programs() map[string]*ebpf.Program {
 	progs := map[string]*ebpf.Program{}
 	for _, p := range t.parts {
-		for _, name := range p.names {
-			progs[name] = p.coll.Programs[name]
+		for i, prog := range p.progs {
+			progs[p.specs[i].Name+p.label] = prog
 		}
 	}
 	return progs
