@@ -29,7 +29,11 @@ package bpf
 //go:generate bpf2go -no-global-types Sched613 sched.bpf.c -- -DHL_SCX_API=613
 //go:generate bpf2go -no-global-types Sched700 sched.bpf.c -- -DHL_SCX_API=700
 //go:generate bpf2go Histcheck histcheck.bpf.c
-//go:generate bpf2go -no-global-types Runqlat runqlat.bpf.c
+//
+// The tracer's Go side decodes its maps and ring buffer with the types
+// bpf2go generates from BTF (RunqlatViolation, RunqlatTaskHist, ...);
+// -type names the nested ones so that they get names of their own.
+//go:generate bpf2go -type violation -type explanation -type blamed -type task_view Runqlat runqlat.bpf.c
 //go:generate bpf2go Xdp xdp.bpf.c
 //go:generate bpf2go Dma dma.bpf.c
 //go:generate bpf2go Ioctl ioctl.bpf.c

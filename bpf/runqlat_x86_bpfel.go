@@ -8,25 +8,220 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type RunqlatBlamed struct {
+	_       structs.HostLayout
+	Ns      uint64
+	Pid     uint32
+	Kind    uint8
+	ClassId uint8
+	Pad     uint16
+	Comm    [16]int8
+}
+
+type RunqlatClassTotals struct {
+	_   structs.HostLayout
+	Max uint64
+	Sum uint64
+}
+
+type RunqlatCpuHistory struct {
+	_              structs.HostLayout
+	IrqNs          uint64
+	SoftirqNs      uint64
+	IrqEntry       uint64
+	SoftirqEntry   uint64
+	SoftirqIrqBase uint64
+	Head           uint32
+	Pad            uint32
+	Seg            [64]struct {
+		_       structs.HostLayout
+		Start   uint64
+		Irq     uint64
+		Softirq uint64
+		ExtCb   uint64
+		Pid     uint32
+		Kind    uint8
+		ClassId uint8
+		Pad     uint16
+		Comm    [16]int8
+	}
+}
+
+type RunqlatExplanation struct {
+	_           structs.HostLayout
+	Ns          [5]uint64
+	IrqNs       uint64
+	SoftirqNs   uint64
+	UncoveredNs uint64
+	ExtCbNs     uint64
+	FromCpu     uint32
+	Flags       uint32
+	Top         [3]RunqlatBlamed
+}
+
+type RunqlatExtCbTime struct {
+	_     structs.HostLayout
+	Ns    uint64
+	Entry uint64
+}
+
+type RunqlatHlDevRange struct {
+	_      structs.HostLayout
+	Lo     uint32
+	Hi     uint32
+	Devset uint32
+	Block  uint32
+}
+
+type RunqlatHlDevUse struct {
+	_  structs.HostLayout
+	At [8]uint64
+}
+
+type RunqlatHlRule struct {
+	_           structs.HostLayout
+	ClassId     uint32
+	Kinds       uint32
+	Comm        [16]int8
+	Pcomm       [16]int8
+	CommLen     uint32
+	PcommLen    uint32
+	Pid         uint32
+	Tgid        uint32
+	CgroupId    uint64
+	CgroupLevel uint32
+	Devset      uint32
+}
+
+type RunqlatHlTaskClass struct {
+	_        structs.HostLayout
+	Comm     [2]uint64
+	Pcomm    [2]uint64
+	CgroupId uint64
+	Policy   uint32
+	ClassId  uint32
+	Valid    uint32
+	Devices  uint32
+}
+
+type RunqlatOpenFelt struct {
+	_        structs.HostLayout
+	CauseAt  uint64
+	RanAt    uint64
+	Wait     uint64
+	Delivery uint64
+	ClassId  uint32
+	Cpu      uint32
+	PrevPid  uint32
+	InExt    uint32
+	PrevComm [16]int8
+}
+
+type RunqlatRqCounters struct {
+	_                  structs.HostLayout
+	Wakeups            uint64
+	Switches           uint64
+	Samples            uint64
+	StampFailures      uint64
+	TaskTableFull      uint64
+	RingbufDrops       uint64
+	UnmeasuredWaits    uint64
+	UnstampedWaits     uint64
+	UnreportedSwitches uint64
+}
+
+type RunqlatTaskHist struct {
+	_       structs.HostLayout
+	Tgid    uint32
+	ClassId uint32
+	Comm    [16]int8
+	Wait    RunqlatTaskView
+	Felt    RunqlatTaskView
+}
+
+type RunqlatTaskKey struct {
+	_         structs.HostLayout
+	Pid       uint32
+	Pad       uint32
+	StartTime uint64
+}
+
+type RunqlatTaskView struct {
+	_       structs.HostLayout
+	Max     uint64
+	Sum     uint64
+	Buckets [1920]uint32
+}
+
+type RunqlatTimerCause struct {
+	_    structs.HostLayout
+	Task uint64
+	Due  uint64
+}
+
+type RunqlatViolation struct {
+	_          structs.HostLayout
+	AtNs       uint64
+	LatencyNs  uint64
+	Pid        uint32
+	Tgid       uint32
+	ClassId    uint32
+	Cpu        uint32
+	PrevPid    uint32
+	Caused     uint32
+	FeltNs     uint64
+	DeliveryNs uint64
+	ResumeNs   uint64
+	Comm       [16]int8
+	PrevComm   [16]int8
+	Why        RunqlatExplanation
+}
+
+type RunqlatWaitState struct {
+	_      structs.HostLayout
+	At     uint64
+	Task   uint64
+	Runs   uint32
+	Outs   uint32
+	Flags  uint32
+	Origin struct {
+		_     structs.HostLayout
+		Cpu   uint32
+		Flags uint32
+	}
+	_    [4]byte
+	Felt struct {
+		_        structs.HostLayout
+		CauseAt  uint64
+		Delivery uint64
+		Flags    uint32
+		_        [4]byte
+	}
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	RunqlatMapCounters                  = "counters"
-	RunqlatMapCpus                      = "cpus"
+	RunqlatMapCpuHistories              = "cpu_histories"
+	RunqlatMapExtCbTimes                = "ext_cb_times"
 	RunqlatMapHist                      = "hist"
 	RunqlatMapHlDevProcs                = "hl_dev_procs"
 	RunqlatMapHlDevThreads              = "hl_dev_threads"
 	RunqlatMapHlTaskClasses             = "hl_task_classes"
+	RunqlatMapLastNext                  = "last_next"
 	RunqlatMapOpenFelts                 = "open_felts"
 	RunqlatMapStamps                    = "stamps"
 	RunqlatMapStampsByPid               = "stamps_by_pid"
 	RunqlatMapTaskHistZero              = "task_hist_zero"
 	RunqlatMapTasks                     = "tasks"
+	RunqlatMapTimerCauses               = "timer_causes"
 	RunqlatMapTotals                    = "totals"
 	RunqlatMapViolations                = "violations"
 	RunqlatProgDeviceIoctl              = "device_ioctl"
@@ -80,6 +275,7 @@ const (
 	RunqlatVarPerTask                   = "per_task"
 	RunqlatVarThresholdNs               = "threshold_ns"
 	RunqlatVarThresholdView             = "threshold_view"
+	RunqlatVarViolationType             = "violation_type"
 )
 
 // LoadRunqlat returns the embedded CollectionSpec for Runqlat.
@@ -158,16 +354,19 @@ type RunqlatProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RunqlatMapSpecs struct {
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
-	Cpus          *ebpf.MapSpec `ebpf:"cpus"`
+	CpuHistories  *ebpf.MapSpec `ebpf:"cpu_histories"`
+	ExtCbTimes    *ebpf.MapSpec `ebpf:"ext_cb_times"`
 	Hist          *ebpf.MapSpec `ebpf:"hist"`
 	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
 	HlTaskClasses *ebpf.MapSpec `ebpf:"hl_task_classes"`
+	LastNext      *ebpf.MapSpec `ebpf:"last_next"`
 	OpenFelts     *ebpf.MapSpec `ebpf:"open_felts"`
 	Stamps        *ebpf.MapSpec `ebpf:"stamps"`
 	StampsByPid   *ebpf.MapSpec `ebpf:"stamps_by_pid"`
 	TaskHistZero  *ebpf.MapSpec `ebpf:"task_hist_zero"`
 	Tasks         *ebpf.MapSpec `ebpf:"tasks"`
+	TimerCauses   *ebpf.MapSpec `ebpf:"timer_causes"`
 	Totals        *ebpf.MapSpec `ebpf:"totals"`
 	Violations    *ebpf.MapSpec `ebpf:"violations"`
 }
@@ -200,6 +399,7 @@ type RunqlatVariableSpecs struct {
 	PerTask                   *ebpf.VariableSpec `ebpf:"per_task"`
 	ThresholdNs               *ebpf.VariableSpec `ebpf:"threshold_ns"`
 	ThresholdView             *ebpf.VariableSpec `ebpf:"threshold_view"`
+	ViolationType             *ebpf.VariableSpec `ebpf:"violation_type"`
 }
 
 // RunqlatObjects contains all objects after they have been loaded into the kernel.
@@ -223,16 +423,19 @@ func (o *RunqlatObjects) Close() error {
 // It can be passed to LoadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RunqlatMaps struct {
 	Counters      *ebpf.Map `ebpf:"counters"`
-	Cpus          *ebpf.Map `ebpf:"cpus"`
+	CpuHistories  *ebpf.Map `ebpf:"cpu_histories"`
+	ExtCbTimes    *ebpf.Map `ebpf:"ext_cb_times"`
 	Hist          *ebpf.Map `ebpf:"hist"`
 	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
 	HlTaskClasses *ebpf.Map `ebpf:"hl_task_classes"`
+	LastNext      *ebpf.Map `ebpf:"last_next"`
 	OpenFelts     *ebpf.Map `ebpf:"open_felts"`
 	Stamps        *ebpf.Map `ebpf:"stamps"`
 	StampsByPid   *ebpf.Map `ebpf:"stamps_by_pid"`
 	TaskHistZero  *ebpf.Map `ebpf:"task_hist_zero"`
 	Tasks         *ebpf.Map `ebpf:"tasks"`
+	TimerCauses   *ebpf.Map `ebpf:"timer_causes"`
 	Totals        *ebpf.Map `ebpf:"totals"`
 	Violations    *ebpf.Map `ebpf:"violations"`
 }
@@ -240,16 +443,19 @@ type RunqlatMaps struct {
 func (m *RunqlatMaps) Close() error {
 	return _RunqlatClose(
 		m.Counters,
-		m.Cpus,
+		m.CpuHistories,
+		m.ExtCbTimes,
 		m.Hist,
 		m.HlDevProcs,
 		m.HlDevThreads,
 		m.HlTaskClasses,
+		m.LastNext,
 		m.OpenFelts,
 		m.Stamps,
 		m.StampsByPid,
 		m.TaskHistZero,
 		m.Tasks,
+		m.TimerCauses,
 		m.Totals,
 		m.Violations,
 	)
@@ -283,6 +489,7 @@ type RunqlatVariables struct {
 	PerTask                   *ebpf.Variable `ebpf:"per_task"`
 	ThresholdNs               *ebpf.Variable `ebpf:"threshold_ns"`
 	ThresholdView             *ebpf.Variable `ebpf:"threshold_view"`
+	ViolationType             *ebpf.Variable `ebpf:"violation_type"`
 }
 
 // RunqlatPrograms contains all programs after they have been loaded into the kernel.

@@ -47,19 +47,8 @@ func ParseContext(ctx context.Context, name string, data []byte) (*Policy, error
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{Source: name, Msg: `empty policy; write a JSON object such as {"classes": [{"name": "normal"}]}`}
 	}
-	// Unmarshal checks the syntax of the whole text before decoding and,
-	// unlike a Decoder, reports offsets from the start of the text.
-	var v json.RawMessage
-	if err := json.Unmarshal(data, &v); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			off := int(se.Offset)
-			if off > 0 && off <= len(data) && !strings.HasPrefix(se.Error(), "unexpected end") {
-				off-- // Offset is just past the offending byte
-			}
-			return nil, posError(name, data, off, "invalid JSON: "+strings.TrimPrefix(se.Error(), "json: "))
-		}
-		return nil, &Error{Source: name, Msg: "invalid JSON: " + err.Error(), err: err}
+	if off, msg, ok := jsonpos.CheckSyntax(data); !ok {
+		return nil, posError(name, data, off, msg)
 	}
 	spans, err := checkKeys(ctx, name, data)
 	if err != nil {
@@ -326,7 +315,7 @@ func checkKeys(ctx context.Context, name string, data []byte) ([]span, error) {
 		if tokens%4096 == 0 && ctx.Err() != nil {
 			return nil, &Error{Source: name, Msg: "parsing stopped: " + context.Cause(ctx).Error(), err: context.Cause(ctx)}
 		}
-		start := skipSpace(data, int(dec.InputOffset()))
+		start := jsonpos.TokenStart(data, int(dec.InputOffset()))
 		tok, err := dec.Token()
 		if err == io.EOF {
 			return spans, nil
@@ -357,7 +346,7 @@ func checkKeys(ctx context.Context, name string, data []byte) ([]span, error) {
 				// them for every key made parsing quadratic.
 				if !contains(valid, key) {
 					return nil, keyError(name, data, start, top.class, top.matcher,
-						fmt.Sprintf("unknown field %q%s; valid %s fields: %s", key, suggest(key, valid), what, strings.Join(valid, ", ")))
+						fmt.Sprintf("unknown field %q%s; valid %s fields: %s", key, jsonpos.Suggest(key, valid), what, strings.Join(valid, ", ")))
 				}
 				if prev, dup := top.seen[key]; dup {
 					line, col := jsonpos.LineCol(data, prev)
@@ -434,44 +423,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// suggest returns `, did you mean "x"?` for the valid key closest to key,
-// when it is close enough to be a typo.
-func suggest(key string, valid []string) string {
-	best, bestDist := "", 3
-	for _, v := range valid {
-		// A typo is at most 2 edits, and fewer than half the key: "bad" is
-		// not a typo of "pid".
-		if d := editDistance(strings.ToLower(key), v); d < bestDist && 2*d <= len(key) {
-			best, bestDist = v, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // typeMessage explains a JSON value of the wrong type.
@@ -553,13 +504,6 @@ func valueStart(data []byte, off int) int {
 		}
 		return i
 	}
-}
-
-func skipSpace(data []byte, off int) int {
-	for off < len(data) && strings.IndexByte(" \t\r\n,:", data[off]) >= 0 {
-		off++
-	}
-	return off
 }
 
 func posError(name string, data []byte, off int, msg string) *Error {

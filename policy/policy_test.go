@@ -469,19 +469,3 @@ func TestValidateProgrammatic(t *testing.T) {
 		t.Errorf("empty policy: got %v", err)
 	}
 }
-
-func TestSuggest(t *testing.T) {
-	valid := matcherFields()
-	for key, want := range map[string]string{
-		"comm_prefx": ` (did you mean "comm_prefix"?)`,
-		"PID":        ` (did you mean "pid"?)`,
-		"cgrp":       ` (did you mean "cgroup"?)`,
-		"schedext":   ` (did you mean "sched_ext"?)`,
-		"priority":   ``,
-		"bad":        ``,
-	} {
-		if got := suggest(key, valid); got != want {
-			t.Errorf("suggest(%q) = %q; want %q", key, got, want)
-		}
-	}
-}

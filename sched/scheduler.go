@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/hotlane/hotlane/internal/cstr"
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/report"
@@ -495,8 +496,8 @@ func (s *Scheduler) Exited() (ExitInfo, bool, error) {
 		Kind:     rec.Kind,
 		KindName: name,
 		ExitCode: rec.ExitCode,
-		Reason:   cString(rec.Reason[:]),
-		Message:  cString(rec.Msg[:]),
+		Reason:   strings.TrimSpace(cstr.String(rec.Reason[:])),
+		Message:  strings.TrimSpace(cstr.String(rec.Msg[:])),
 	}, true, nil
 }
 
@@ -519,13 +520,6 @@ func (s *Scheduler) Cost() ([]report.ProgramCost, error) {
 		return nil, ErrNoCost
 	}
 	return loader.Costs(s.coll.Programs)
-}
-
-func cString(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // explainLoadError keeps the verifier's last lines, which say what it

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/internal/cstr"
 	"github.com/hotlane/hotlane/report"
 )
 
@@ -86,25 +88,6 @@ type BlamedTask struct {
 	Time  time.Duration `json:"ns"`
 }
 
-// explanationRecord mirrors struct explanation.
-type explanationRecord struct {
-	Ns                          [len(segKinds)]uint64
-	IRQNs, SoftirqNs, Uncovered uint64
-	ExtCallbacksNs              uint64
-	FromCPU, Flags              uint32
-	Top                         [3]blamedRecord
-}
-
-// blamedRecord mirrors struct blamed.
-type blamedRecord struct {
-	Ns      uint64
-	PID     uint32
-	Kind    uint8
-	ClassID uint8
-	_       uint16
-	Comm    [16]byte
-}
-
 // Flags of struct explanation.
 const (
 	exDone     = 1
@@ -115,9 +98,9 @@ const (
 	exBypassOK = 32
 )
 
-// explanation turns the record into an Explanation, or nil if the tracer
-// did not work one out.
-func (r *explanationRecord) explanation(classes []string) *Explanation {
+// explanationOf turns the BPF side's record into an Explanation, or nil
+// if the tracer did not work one out.
+func explanationOf(r *bpf.RunqlatExplanation, classes []string) *Explanation {
 	if r.Flags&exDone == 0 {
 		return nil
 	}
@@ -128,17 +111,20 @@ func (r *explanationRecord) explanation(classes []string) *Explanation {
 		SchedExtExited:   r.Flags&exExtLeft != 0,
 		SchedExtBypassed: r.Flags&exBypass != 0,
 		BypassKnown:      r.Flags&exBypassOK != 0,
-		ExtCallbacks:     time.Duration(r.ExtCallbacksNs),
+		ExtCallbacks:     time.Duration(r.ExtCbNs),
 	}
-	if r.FromCPU != ^uint32(0) {
-		e.FromCPU = int(r.FromCPU)
+	if r.FromCpu != ^uint32(0) {
+		e.FromCPU = int(r.FromCpu)
 	}
-	for i, ns := range r.Ns {
+	// One part per kind of enum seg_kind: a different count of kinds
+	// would not compile here.
+	var byKind [len(segKinds)]uint64 = r.Ns
+	for i, ns := range byKind {
 		e.add(segKinds[i], time.Duration(ns))
 	}
-	e.add(KindIRQ, time.Duration(r.IRQNs))
+	e.add(KindIRQ, time.Duration(r.IrqNs))
 	e.add(KindSoftirq, time.Duration(r.SoftirqNs))
-	e.add(KindUncovered, time.Duration(r.Uncovered))
+	e.add(KindUncovered, time.Duration(r.UncoveredNs))
 	sort.SliceStable(e.Parts, func(i, j int) bool { return e.Parts[i].Time > e.Parts[j].Time })
 	if len(e.Parts) > 0 {
 		e.Cause = e.Parts[0].Kind
@@ -147,12 +133,12 @@ func (r *explanationRecord) explanation(classes []string) *Explanation {
 		if b.Ns == 0 {
 			continue
 		}
-		t := BlamedTask{PID: b.PID, Comm: cString(b.Comm[:]), Time: time.Duration(b.Ns), Kind: KindTask}
+		t := BlamedTask{PID: b.Pid, Comm: cstr.String(b.Comm[:]), Time: time.Duration(b.Ns), Kind: KindTask}
 		if int(b.Kind) < len(segKinds) {
 			t.Kind = segKinds[b.Kind]
 		}
-		if int(b.ClassID) < len(classes) {
-			t.Class = classes[b.ClassID]
+		if int(b.ClassId) < len(classes) {
+			t.Class = classes[b.ClassId]
 		}
 		e.Tasks = append(e.Tasks, t)
 	}

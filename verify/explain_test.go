@@ -16,21 +16,26 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hotlane/hotlane/bpf"
 	"github.com/hotlane/hotlane/policy"
 )
 
 func TestExplanationFromRecord(t *testing.T) {
-	var r explanationRecord
+	comm := func(s string) (c [16]int8) {
+		for i := range len(s) {
+			c[i] = int8(s[i])
+		}
+		return c
+	}
+	var r bpf.RunqlatExplanation
 	r.Flags = exDone | exMigrated | exExtKnown | exExtLeft | exBypass | exBypassOK
-	r.FromCPU = 3
+	r.FromCpu = 3
 	r.Ns[1] = 2e6 // fair
 	r.Ns[3] = 5e6 // rt_dl
 	r.SoftirqNs = 1e6
-	r.Top[0] = blamedRecord{Ns: 1e6, PID: 7, Kind: 1, ClassID: 1}
-	copy(r.Top[0].Comm[:], "fairhog")
-	r.Top[2] = blamedRecord{Ns: 5e6, PID: 9, Kind: 3, ClassID: 0}
-	copy(r.Top[2].Comm[:], "rthog")
-	e := r.explanation([]string{"inference", "normal"})
+	r.Top[0] = bpf.RunqlatBlamed{Ns: 1e6, Pid: 7, Kind: 1, ClassId: 1, Comm: comm("fairhog")}
+	r.Top[2] = bpf.RunqlatBlamed{Ns: 5e6, Pid: 9, Kind: 3, ClassId: 0, Comm: comm("rthog")}
+	e := explanationOf(&r, []string{"inference", "normal"})
 	if e == nil {
 		t.Fatal("no explanation from a record marked done")
 	}
@@ -55,7 +60,7 @@ func TestExplanationFromRecord(t *testing.T) {
 		}
 	}
 	r.Flags = 0
-	if r.explanation(nil) != nil {
+	if explanationOf(&r, nil) != nil {
 		t.Error("a record the tracer did not explain gave an explanation")
 	}
 }

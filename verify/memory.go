@@ -20,11 +20,11 @@ func TaskTableBytes(maxTasks int) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("load the tracer's object: %w", err)
 	}
-	m, ok := spec.Maps["tasks"]
-	if !ok {
-		return 0, fmt.Errorf("the tracer's object has no tasks map")
+	var maps bpf.RunqlatMapSpecs
+	if err := spec.Assign(&maps); err != nil {
+		return 0, fmt.Errorf("the tracer's object: %w", err)
 	}
 	round8 := func(n uint32) int64 { return int64(n+7) &^ 7 }
-	elem := htabElemOverhead + round8(m.KeySize) + round8(m.ValueSize)
+	elem := htabElemOverhead + round8(maps.Tasks.KeySize) + round8(maps.Tasks.ValueSize)
 	return int64(maxTasks+runtime.NumCPU()) * elem, nil
 }

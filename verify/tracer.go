@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -21,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/internal/cstr"
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/report"
@@ -169,8 +169,13 @@ const MaxFilterTIDs = 16
 
 // Tracer is an attached run-queue latency tracer.
 type Tracer struct {
-	coll    *ebpf.Collection
-	links   []link.Link
+	// objs are the maps and globals every part of the tracer shares;
+	// shared are the same by name, to load the parts on.
+	objs   tracerObjects
+	shared map[string]*ebpf.Map
+	// parts are its programs, a collection each, in the order they
+	// load and attach (see family).
+	parts   []*part
 	ring    *ringbuf.Reader
 	stats   io.Closer
 	classes []string
@@ -182,74 +187,89 @@ type Tracer struct {
 	// return, if not.
 	FeltEnd  FeltEnd
 	FeltNote string
-	// returns holds the fexit programs on the sleep calls, loaded apart
-	// so that a kernel refusing fexit still gets the rest.
-	returns *ebpf.Collection
-	// callbacks holds fentry/fexit on the sched_ext scheduler's
-	// callbacks, when explaining; CallbacksTimed counts the callbacks
-	// timed, CallbacksNote says why none are.
-	callbacks      *ebpf.Collection
+	// CallbacksTimed counts the sched_ext scheduler's callbacks timed for
+	// the explanations (ExtCallbacks); CallbacksNote says why none are.
 	CallbacksTimed int
 	CallbacksNote  string
-	// bypass holds the hook on sched_ext's event counters, when
-	// explaining on a kernel with sched_ext; BypassNote says why it is
-	// missing there, if it is (then explanations cannot tell a bypass).
-	bypass     *ebpf.Collection
+	// BypassNote says why the hook on sched_ext's bypass mode is missing
+	// when explaining on a kernel with sched_ext, if it is (then
+	// explanations cannot tell a bypass).
 	BypassNote string
 	// Started is when the tracer was attached.
 	Started time.Time
 }
 
+// tracerObjects are the tracer's maps and globals, created (LoadAndAssign)
+// before any program: every part's programs load on them. The .rodata
+// and .bss maps hold the globals, which the parts must share too.
+type tracerObjects struct {
+	bpf.RunqlatMaps
+	bpf.RunqlatVariables
+	Rodata *ebpf.Map `ebpf:".rodata"`
+	Bss    *ebpf.Map `ebpf:".bss"`
+}
+
+func (o *tracerObjects) Close() error {
+	var errs []error
+	for _, m := range loader.MapsByName(o) {
+		errs = append(errs, m.Close())
+	}
+	return errors.Join(errs...)
+}
+
 // ErrBadTracerConfig is returned for configurations Attach refuses.
 var ErrBadTracerConfig = errors.New("bad tracer configuration")
 
-// hookProgram is a program and the tracepoint it attaches to.
-type hookProgram struct{ prog, tracepoint string }
-
-// hookPrograms lists each family's programs in the order they attach: the
-// ones that start waits before sched_switch, so that no task the tracer
-// has seen leave the CPU can be woken unseen while the tracer attaches.
-// Stop detaches them in the opposite order.
-// Explaining adds the interrupt hooks, first, so that the switch hook
-// never sees a CPU whose interrupt time is not being counted.
-func hookPrograms(hook string, explain, causes bool) []hookProgram {
-	suffix := "_btf"
-	var progs []hookProgram
-	if hook == HookRawTP {
-		suffix = "_raw"
-		progs = append(progs, hookProgram{"rq_free_raw", "sched_process_free"})
-	}
-	// A timer's expiry is noted before its wake-up can be seen.
-	if causes {
-		progs = append(progs,
-			hookProgram{"rq_timer_exit" + suffix, "hrtimer_expire_exit"},
-			hookProgram{"rq_timer" + suffix, "hrtimer_expire_entry"})
-	}
-	if explain {
-		progs = append(progs,
-			hookProgram{"rq_irq_entry" + suffix, "irq_handler_entry"},
-			hookProgram{"rq_irq_exit" + suffix, "irq_handler_exit"},
-			hookProgram{"rq_softirq_entry" + suffix, "softirq_entry"},
-			hookProgram{"rq_softirq_exit" + suffix, "softirq_exit"})
-	}
-	return append(progs,
-		hookProgram{"rq_waking" + suffix, "sched_waking"},
-		hookProgram{"rq_wakeup_new" + suffix, "sched_wakeup_new"},
-		hookProgram{"rq_switch" + suffix, "sched_switch"})
+// A family is one way to hook the scheduler's events, with its programs
+// for each part of the tracer, each part's in the order they attach
+// (where to, each program's section says: ProgramSpec.AttachTo). The
+// parts attach in the order of the fields: first the ones that start
+// waits, so that no task the tracer has seen leave the CPU can be woken
+// unseen while the tracer attaches (and a timer's expiry is noted before
+// its wake-up can be seen), and the interrupt hooks, so that sched_switch
+// never sees a CPU whose interrupt time is not counted. Stop detaches in
+// the opposite order.
+type family struct {
+	attach func(prog *ebpf.Program, target string) (link.Link, error)
+	// taskStorage says the family's task pointers are trusted, so that
+	// it can keep task storage, which device matchers and felt waits that
+	// end at the sleep call's return need.
+	taskStorage bool
+	frees       []*ebpf.ProgramSpec // forgetting freed tasks (raw_tp keeps their state by pid)
+	causes      []*ebpf.ProgramSpec // timer expiries, the felt view's causes (unless WaitOnly)
+	interrupts  []*ebpf.ProgramSpec // hardirq and softirq time (Explain)
+	events      []*ebpf.ProgramSpec // the starts and ends of waits
+	bypass      []*ebpf.ProgramSpec // sched_ext's bypass mode (Explain, with sched_ext; optional)
 }
 
-// deviceHooks are the fentry programs that note device opens and ioctls
-// for the policy's device matchers, as the scheduler's own do.
-var deviceHooks = []hookProgram{
-	{"device_open", "security_file_open"},
-	{"device_ioctl", "security_file_ioctl"},
+// families are the hook families over the object's programs p.
+func families(p *bpf.RunqlatProgramSpecs) map[string]family {
+	return map[string]family{
+		HookTpBTF: {
+			attach:      attachTracing,
+			taskStorage: true,
+			causes:      []*ebpf.ProgramSpec{p.RqTimerExitBtf, p.RqTimerBtf},
+			interrupts:  []*ebpf.ProgramSpec{p.RqIrqEntryBtf, p.RqIrqExitBtf, p.RqSoftirqEntryBtf, p.RqSoftirqExitBtf},
+			events:      []*ebpf.ProgramSpec{p.RqWakingBtf, p.RqWakeupNewBtf, p.RqSwitchBtf},
+			bypass:      []*ebpf.ProgramSpec{p.RqExtEventBtf},
+		},
+		HookRawTP: {
+			attach: func(prog *ebpf.Program, tracepoint string) (link.Link, error) {
+				return link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoint, Program: prog})
+			},
+			frees:      []*ebpf.ProgramSpec{p.RqFreeRaw},
+			causes:     []*ebpf.ProgramSpec{p.RqTimerExitRaw, p.RqTimerRaw},
+			interrupts: []*ebpf.ProgramSpec{p.RqIrqEntryRaw, p.RqIrqExitRaw, p.RqSoftirqEntryRaw, p.RqSoftirqExitRaw},
+			events:     []*ebpf.ProgramSpec{p.RqWakingRaw, p.RqWakeupNewRaw, p.RqSwitchRaw},
+			bypass:     []*ebpf.ProgramSpec{p.RqExtEventRaw},
+		},
+	}
 }
 
-// sleepReturns are the fexit programs that end a timer-caused felt wait
-// at its sleep call's return, and the functions they hook.
-var sleepReturns = []hookProgram{
-	{"rq_nanosleep_ret", "hrtimer_nanosleep"},
-	{"rq_hrtimeout_ret", "schedule_hrtimeout_range_clock"},
+// attachTracing attaches a tp_btf, fentry or fexit program where it was
+// loaded for (its section, or its AttachTarget).
+func attachTracing(prog *ebpf.Program, _ string) (link.Link, error) {
+	return link.AttachTracing(link.TracingOptions{Program: prog})
 }
 
 // Attach loads the tracer and attaches it to the scheduler tracepoints.
@@ -320,126 +340,50 @@ func Attach(cfg TracerConfig) (*Tracer, error) {
 	return nil, fmt.Errorf("attach the run-queue tracer: %w", errors.Join(errs...))
 }
 
+// attach loads the tracer for one hook family and attaches it: its maps
+// and globals first (LoadAndAssign), then its programs in parts, each a
+// collection of its own on those maps. What every trace needs fails the
+// attach; a kernel that refuses an optional part leaves a note instead.
 func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [policy.MaxClasses]uint8, hook string) (_ *Tracer, err error) {
 	spec, err := bpf.LoadRunqlat()
 	if err != nil {
 		return nil, err
 	}
-	// Load only this family's programs; the fexit ones come apart, last.
-	returnProgs := maps.Clone(spec.Programs)
-	want := hookPrograms(hook, cfg.Explain, !cfg.WaitOnly)
-	if cfg.Table.HasDeviceRules() {
+	var specs bpf.RunqlatSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("the tracer's object: %w", err)
+	}
+	fam := families(&specs.RunqlatProgramSpecs)[hook]
+	devices := cfg.Table.HasDeviceRules()
+	if devices && !fam.taskStorage {
 		// Task storage, where device uses are noted, needs trusted
 		// task pointers: raw tracepoints have none.
-		if hook == HookRawTP {
-			return nil, fmt.Errorf("%w: the policy's device matchers need the %s hooks; raw_tp cannot see which tasks use a device", ErrBadTracerConfig, HookTpBTF)
-		}
-		want = append(want, deviceHooks...)
-	}
-	for name := range spec.Programs {
-		if !slices.ContainsFunc(want, func(h hookProgram) bool { return h.prog == name }) {
-			delete(spec.Programs, name)
-		}
+		return nil, fmt.Errorf("%w: the policy's device matchers need the %s hooks; raw_tp cannot see which tasks use a device", ErrBadTracerConfig, HookTpBTF)
 	}
 	scx, err := loader.ReadSchedExtStatus(loader.SchedExtSysfs)
 	if err != nil {
 		return nil, err
 	}
-	var comm [policy.CommLen]byte
-	copy(comm[:], cfg.FilterComm)
-	var tids [MaxFilterTIDs]uint32
-	copy(tids[:], cfg.FilterTIDs)
-	vars := cfg.Table.BPFVariables()
-	for name, v := range map[string]any{
-		"threshold_ns":    thresholds,
-		"threshold_view":  views,
-		"filter_tgid":     cfg.FilterTGID,
-		"filter_tids":     tids,
-		"filter_nr_tids":  uint32(len(cfg.FilterTIDs)),
-		"filter_comm":     comm,
-		"filter_comm_len": uint32(len(cfg.FilterComm)),
-		"per_task":        cfg.PerTask,
-		"explain":         cfg.Explain,
-		"kernel_has_ext":  scx.Present,
-	} {
-		vars[name] = v
-	}
-	for name, v := range vars {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("set %s: %w", name, err)
-		}
-	}
-	if cfg.RingBufferBytes > 0 {
-		spec.Maps["violations"].MaxEntries = uint32(cfg.RingBufferBytes)
-	}
-	// One histogram row per view and class actually in the policy.
-	rows := uint32(bpfRows * cfg.Table.NrClasses())
-	spec.Maps["hist"].MaxEntries = rows * NumBuckets
-	spec.Maps["totals"].MaxEntries = rows
-	if cfg.MaxTasks > 0 {
-		spec.Maps["tasks"].MaxEntries = uint32(cfg.MaxTasks)
-	}
-	if hook != HookRawTP {
-		// Only the raw_tp family keys stamps by pid; tp_btf keeps them
-		// in task storage. The map is still created: keep it minimal
-		// rather than 64k preallocated entries.
-		spec.Maps[bpf.RunqlatMapStampsByPid].MaxEntries = 1
-	}
-
-	returnsSpec := spec.Copy() // with the settings and sizes above
-	returnsSpec.Programs = returnProgs
-	callbacksSpec := returnsSpec.Copy()
-	bypassSpec := returnsSpec.Copy()
-
-	coll, err := ebpf.NewCollection(spec)
-	if err != nil {
-		if cfg.Table.HasDeviceRules() && strings.Contains(err.Error(), "program device_") {
-			return nil, fmt.Errorf("%w: %v", loader.ErrDeviceHooks, err)
-		}
+	if err := configure(spec, &specs, cfg, thresholds, views, scx.Present, hook); err != nil {
 		return nil, err
 	}
-	t := &Tracer{coll: coll, Hook: hook, classes: cfg.Table.Names, FeltEnd: FeltToSwitchIn}
+
+	t := &Tracer{Hook: hook, classes: cfg.Table.Names, FeltEnd: FeltToSwitchIn}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		return nil, fmt.Errorf("create the tracer's maps: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			t.Close()
 		}
 	}()
-	for _, h := range want {
-		var l link.Link
-		if hook == HookRawTP {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.tracepoint, Program: coll.Programs[h.prog]})
-		} else {
-			l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[h.prog]})
-		}
-		if err != nil {
-			if slices.Contains(deviceHooks, h) {
-				return nil, fmt.Errorf("%w: attach %s: %v", loader.ErrDeviceHooks, h.prog, err)
-			}
-			return nil, fmt.Errorf("attach %s to %s: %w", h.prog, h.tracepoint, err)
-		}
-		t.links = append(t.links, l)
+	t.shared = loader.MapsByName(&t.objs)
+
+	if err := t.attachRequired(spec, &specs.RunqlatProgramSpecs, fam, cfg.WaitOnly, cfg.Explain, devices); err != nil {
+		return nil, err
 	}
-	switch {
-	case cfg.WaitOnly:
-		t.FeltEnd = FeltOff
-	case hook == HookRawTP:
-		t.FeltNote = "raw_tp keeps no task storage for open felt waits"
-	default:
-		if err := t.attachSleepReturns(returnsSpec); err != nil {
-			t.FeltNote = err.Error()
-		} else {
-			t.FeltEnd = FeltToReturn
-		}
-	}
-	if cfg.Explain && scx.Present {
-		if err := t.watchBypass(bypassSpec, hook); err != nil {
-			t.BypassNote = "sched_ext bypass mode not watched: " + err.Error()
-		}
-	}
-	if cfg.Explain && cfg.ExtCallbacks {
-		t.attachExtCallbacks(callbacksSpec)
-	}
-	if t.ring, err = ringbuf.NewReader(coll.Maps["violations"]); err != nil {
+	t.attachOptional(spec, &specs.RunqlatProgramSpecs, fam, cfg, scx.Present)
+	if t.ring, err = ringbuf.NewReader(t.objs.Violations); err != nil {
 		return nil, err
 	}
 	// Run-time statistics cost a little on every program run; they are
@@ -455,53 +399,234 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	return t, nil
 }
 
-// attachSleepReturns loads the fexit programs of sleepReturns on the
-// tracer's own maps and attaches them, then tells the switch hook to
-// leave timer-caused felt waits open for them. On error nothing of them
-// stays.
-func (t *Tracer) attachSleepReturns(spec *ebpf.CollectionSpec) (err error) {
-	for name := range spec.Programs { // all the object's programs
-		if !slices.ContainsFunc(sleepReturns, func(h hookProgram) bool { return h.prog == name }) {
-			delete(spec.Programs, name)
+// attachRequired loads what every trace needs, the family's events and
+// the parts cfg asks for (the timer hooks unless waitOnly, the interrupt
+// hooks to explain, the device hooks for a policy with device matchers),
+// and attaches it once all of it has loaded.
+func (t *Tracer) attachRequired(spec *ebpf.CollectionSpec, p *bpf.RunqlatProgramSpecs, fam family,
+	waitOnly, explain, devices bool) error {
+	required := [][]*ebpf.ProgramSpec{fam.frees}
+	if !waitOnly {
+		required = append(required, fam.causes)
+	}
+	if explain {
+		required = append(required, fam.interrupts)
+	}
+	required = append(required, fam.events)
+	var parts []*part
+	for _, progs := range required {
+		if len(progs) == 0 {
+			continue
 		}
-	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: t.coll.Maps})
-	if err != nil {
-		return fmt.Errorf("load fexit on the sleep calls: %w", err)
-	}
-	var links []link.Link
-	defer func() {
+		part, err := t.load(spec, progs, "")
 		if err != nil {
-			for _, l := range links {
-				l.Close()
-			}
-			coll.Close()
+			return err
 		}
-	}()
-	for _, h := range sleepReturns {
-		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[h.prog]})
-		if err != nil {
-			return fmt.Errorf("attach fexit to %s: %w", h.tracepoint, err)
+		parts = append(parts, part)
+	}
+	var deviceHooks *part
+	if devices {
+		var err error
+		if deviceHooks, err = t.load(spec, []*ebpf.ProgramSpec{p.DeviceOpen, p.DeviceIoctl}, ""); err != nil {
+			return fmt.Errorf("%w: %v", loader.ErrDeviceHooks, err)
 		}
-		links = append(links, l)
 	}
-	if err := t.coll.Variables["felt_ends_at_return"].Set(true); err != nil {
-		return fmt.Errorf("set felt_ends_at_return: %w", err)
+	for _, part := range parts {
+		if err := part.attach(fam.attach, nil); err != nil {
+			return err
+		}
 	}
-	t.returns = coll
-	t.links = append(t.links, links...)
+	if deviceHooks != nil {
+		if err := deviceHooks.attach(attachTracing, nil); err != nil {
+			return fmt.Errorf("%w: %v", loader.ErrDeviceHooks, err)
+		}
+	}
 	return nil
+}
+
+// attachOptional attaches what the tracer can do without, noting why
+// where the kernel refuses it: the sleep calls' return, to end felt
+// waits there (not with WaitOnly, nor on raw_tp); with Explain, the hook
+// on sched_ext's bypass mode on a kernel with sched_ext (hasExt), and
+// fentry and fexit on the sched_ext scheduler's callbacks (ExtCallbacks).
+func (t *Tracer) attachOptional(spec *ebpf.CollectionSpec, p *bpf.RunqlatProgramSpecs, fam family, cfg TracerConfig,
+	hasExt bool) {
+	switch {
+	case cfg.WaitOnly:
+		t.FeltEnd = FeltOff
+	case !fam.taskStorage:
+		t.FeltNote = "raw_tp keeps no task storage for open felt waits"
+	default:
+		// nanosleep, clock_nanosleep, usleep; poll, select and
+		// epoll_wait timeouts.
+		returns := []*ebpf.ProgramSpec{p.RqNanosleepRet, p.RqHrtimeoutRet}
+		if _, err := t.attachPart("fexit on the sleep calls", spec, returns, "", attachTracing, t.objs.FeltEndsAtReturn); err != nil {
+			t.FeltNote = err.Error()
+		} else {
+			t.FeltEnd = FeltToReturn
+		}
+	}
+	if cfg.Explain && hasExt {
+		if err := t.watchBypass(spec, fam); err != nil {
+			t.BypassNote = "sched_ext bypass mode not watched: " + err.Error()
+		}
+	}
+	if cfg.Explain && cfg.ExtCallbacks {
+		t.attachExtCallbacks(spec, p.RqExtCbEnter, p.RqExtCbExit)
+	}
+}
+
+// configure writes cfg into the object before anything is loaded: the
+// globals its programs read as constants, and its maps' sizes.
+func configure(spec *ebpf.CollectionSpec, s *bpf.RunqlatSpecs, cfg TracerConfig, thresholds [policy.MaxClasses]uint64,
+	views [policy.MaxClasses]uint8, hasExt bool, hook string) error {
+	var errs []error
+	set := func(v *ebpf.VariableSpec, value any) {
+		if err := v.Set(value); err != nil {
+			errs = append(errs, fmt.Errorf("set %s: %w", v.Name, err))
+		}
+	}
+	var comm [policy.CommLen]byte
+	copy(comm[:], cfg.FilterComm)
+	var tids [MaxFilterTIDs]uint32
+	copy(tids[:], cfg.FilterTIDs)
+	v := &s.RunqlatVariableSpecs
+	set(v.ThresholdNs, thresholds)
+	set(v.ThresholdView, views)
+	set(v.FilterTgid, cfg.FilterTGID)
+	set(v.FilterTids, tids)
+	set(v.FilterNrTids, uint32(len(cfg.FilterTIDs)))
+	set(v.FilterComm, comm)
+	set(v.FilterCommLen, uint32(len(cfg.FilterComm)))
+	set(v.PerTask, cfg.PerTask)
+	set(v.Explain, cfg.Explain)
+	set(v.KernelHasExt, hasExt)
+	// The classifier's settings, under the names the scheduler writes
+	// them by too (classify.bpf.h is shared).
+	for name, value := range cfg.Table.BPFVariables() {
+		if vs := spec.Variables[name]; vs != nil {
+			set(vs, value)
+		} else {
+			errs = append(errs, fmt.Errorf("the tracer's object has no classifier setting %s", name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
+	m := &s.RunqlatMapSpecs
+	if cfg.RingBufferBytes > 0 {
+		m.Violations.MaxEntries = uint32(cfg.RingBufferBytes)
+	}
+	// One histogram row per view and class actually in the policy.
+	rows := uint32(bpfRows * cfg.Table.NrClasses())
+	m.Hist.MaxEntries = rows * NumBuckets
+	m.Totals.MaxEntries = rows
+	if cfg.MaxTasks > 0 {
+		m.Tasks.MaxEntries = uint32(cfg.MaxTasks)
+	}
+	if hook != HookRawTP {
+		// Only the raw_tp family keys stamps by pid; tp_btf keeps them
+		// in task storage. The map is still created: keep it minimal
+		// rather than 64k preallocated entries.
+		m.StampsByPid.MaxEntries = 1
+	}
+	return nil
+}
+
+// A part is some of the tracer's programs, loaded together as one
+// collection on its maps (so that a part the kernel refuses costs only
+// itself), and their links once attached.
+type part struct {
+	coll  *ebpf.Collection
+	specs []*ebpf.ProgramSpec
+	progs []*ebpf.Program // loaded, in the order of specs
+	// label tells apart parts of the same programs in Programs: the
+	// programs are listed under their names followed by it.
+	label string
+	links []link.Link
+}
+
+// load loads specs as a part of the tracer, which closes it.
+func (t *Tracer) load(spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, label string) (*part, error) {
+	cs := &ebpf.CollectionSpec{
+		Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
+		Programs: make(map[string]*ebpf.ProgramSpec, len(specs)),
+	}
+	for _, ps := range specs {
+		cs.Programs[ps.Name] = ps
+	}
+	coll, err := ebpf.NewCollectionWithOptions(cs, ebpf.CollectionOptions{MapReplacements: t.shared})
+	if err != nil {
+		return nil, err
+	}
+	p := &part{coll: coll, specs: specs, label: label}
+	for _, ps := range specs {
+		p.progs = append(p.progs, coll.Programs[ps.Name])
+	}
+	t.parts = append(t.parts, p)
+	return p, nil
+}
+
+// unload closes a part that could not be attached.
+func (t *Tracer) unload(p *part) {
+	t.parts = slices.DeleteFunc(t.parts, func(q *part) bool { return q == p })
+	p.detach()
+	p.coll.Close()
+}
+
+// attach attaches p's programs in order with attach, then sets on, if
+// any: the global that tells the other programs the part is there. On
+// error nothing of p stays attached.
+func (p *part) attach(attach func(prog *ebpf.Program, target string) (link.Link, error), on *ebpf.Variable) error {
+	for i, prog := range p.progs {
+		l, err := attach(prog, p.specs[i].AttachTo)
+		if err != nil {
+			p.detach()
+			return fmt.Errorf("attach %s to %s: %s", p.specs[i].Name, p.specs[i].AttachTo, loader.CleanError(err))
+		}
+		p.links = append(p.links, l)
+	}
+	if on != nil {
+		if err := on.Set(true); err != nil {
+			p.detach()
+			return fmt.Errorf("set %v: %w", on, err)
+		}
+	}
+	return nil
+}
+
+// detach closes p's links, the last first.
+func (p *part) detach() error {
+	var errs []error
+	for _, l := range slices.Backward(p.links) {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	return errors.Join(errs...)
+}
+
+// attachPart loads and attaches a part the tracer can do without, what:
+// on error (which says which step failed) nothing of it stays.
+func (t *Tracer) attachPart(what string, spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, label string,
+	attach func(*ebpf.Program, string) (link.Link, error), on *ebpf.Variable) (*part, error) {
+	p, err := t.load(spec, specs, label)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %s", what, loader.CleanError(err))
+	}
+	if err := p.attach(attach, on); err != nil {
+		t.unload(p)
+		return nil, err
+	}
+	return p, nil
 }
 
 // watchBypass attaches the hook on sched_ext's event counters, whose
 // bypass events tell explanations that the BPF scheduler was set aside
 // during a wait. The tracepoint is 6.17's; older kernels and kernels
-// without sched_ext do not have it. On error nothing of it stays.
-func (t *Tracer) watchBypass(spec *ebpf.CollectionSpec, hook string) (err error) {
-	name, tp := bpf.RunqlatProgRqExtEventBtf, "sched_ext_event"
-	if hook == HookRawTP {
-		name = bpf.RunqlatProgRqExtEventRaw
-	}
+// without sched_ext do not have it.
+func (t *Tracer) watchBypass(spec *ebpf.CollectionSpec, fam family) error {
+	tp := fam.bypass[0].AttachTo
 	kernel, err := btf.LoadKernelSpec()
 	if err != nil {
 		return fmt.Errorf("read the kernel's BTF: %w", err)
@@ -510,37 +635,16 @@ func (t *Tracer) watchBypass(spec *ebpf.CollectionSpec, hook string) (err error)
 	if err := kernel.TypeByName("btf_trace_"+tp, &td); err != nil {
 		return fmt.Errorf("the kernel has no %s tracepoint (kernels with sched_ext have it from 6.17)", tp)
 	}
-	spec.Programs = map[string]*ebpf.ProgramSpec{name: spec.Programs[name]}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: t.coll.Maps})
-	if err != nil {
-		return fmt.Errorf("load the %s hook: %s", tp, loader.CleanError(err))
-	}
-	var l link.Link
-	if hook == HookRawTP {
-		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: coll.Programs[name]})
-	} else {
-		l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
-	}
-	if err != nil {
-		coll.Close()
-		return fmt.Errorf("attach to %s: %s", tp, loader.CleanError(err))
-	}
-	if err := t.coll.Variables["bypass_watched"].Set(true); err != nil {
-		l.Close()
-		coll.Close()
-		return fmt.Errorf("set bypass_watched: %w", err)
-	}
-	t.bypass = coll
-	t.links = append(t.links, l)
-	return nil
+	_, err = t.attachPart("the "+tp+" hook", spec, fam.bypass, "", fam.attach, t.objs.BypassWatched)
+	return err
 }
 
-// attachExtCallbacks puts fentry and fexit on every callback of the
-// sched_ext scheduler loaded now, so that explanations can say how much of
-// a wait the CPU spent in them. It is best effort: a kernel refusing
-// fentry, or no scheduler, leaves CallbacksNote saying so. A scheduler
-// loaded after the tracer is not timed.
-func (t *Tracer) attachExtCallbacks(spec *ebpf.CollectionSpec) {
+// attachExtCallbacks puts fentry and fexit (enter, exit) on every callback
+// of the sched_ext scheduler loaded now, so that explanations can say how
+// much of a wait the CPU spent in them. It is best effort: a kernel
+// refusing fentry, or no scheduler, leaves CallbacksNote saying so. A
+// scheduler loaded after the tracer is not timed.
+func (t *Tracer) attachExtCallbacks(spec *ebpf.CollectionSpec, enter, exit *ebpf.ProgramSpec) {
 	cbs, err := loader.SchedExtCallbacks()
 	if err != nil {
 		t.CallbacksNote = "sched_ext callbacks not timed: " + err.Error()
@@ -555,45 +659,27 @@ func (t *Tracer) attachExtCallbacks(spec *ebpf.CollectionSpec) {
 		t.CallbacksNote = "sched_ext callbacks not timed: no sched_ext scheduler was loaded when the tracer attached"
 		return
 	}
-	enter, exit := spec.Programs[bpf.RunqlatProgRqExtCbEnter], spec.Programs[bpf.RunqlatProgRqExtCbExit]
-	spec.Programs = make(map[string]*ebpf.ProgramSpec, 2*len(cbs))
-	for i, cb := range cbs {
+	// A part per callback, with its own copies of enter and exit; every
+	// callback is timed, or none.
+	var timed []*part
+	for _, cb := range cbs {
+		var specs []*ebpf.ProgramSpec
 		for _, p := range []*ebpf.ProgramSpec{enter, exit} {
 			c := p.Copy()
 			c.AttachTarget, c.AttachTo = cb.Program, cb.Func
-			spec.Programs[fmt.Sprintf("%s_%d", p.Name, i)] = c
+			specs = append(specs, c)
 		}
-	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: t.coll.Maps})
-	if err != nil {
-		t.CallbacksNote = "sched_ext callbacks not timed: load fentry/fexit on them: " + loader.CleanError(err)
-		return
-	}
-	var links []link.Link
-	for name, p := range coll.Programs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		p, err := t.attachPart("fentry/fexit on "+cb.Func, spec, specs, "/"+cb.Func, attachTracing, nil)
 		if err != nil {
-			for _, l := range links {
-				l.Close()
+			for _, p := range slices.Backward(timed) {
+				t.unload(p)
 			}
-			coll.Close()
-			t.CallbacksNote = fmt.Sprintf("sched_ext callbacks not timed: attach %s: %s", name, loader.CleanError(err))
+			t.CallbacksNote = "sched_ext callbacks not timed: " + err.Error()
 			return
 		}
-		links = append(links, l)
+		timed = append(timed, p)
 	}
-	t.callbacks = coll
-	t.links = append(t.links, links...)
 	t.CallbacksTimed = len(cbs)
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // Stop detaches the programs but keeps the maps, so that a Snapshot taken
@@ -601,15 +687,14 @@ func indexOf(names []string, name string) int {
 // end at the same event.
 func (t *Tracer) Stop() error {
 	var errs []error
-	if t.returns != nil {
+	if t.FeltEnd == FeltToReturn {
 		// A felt wait left open when the fexit hooks go would close
 		// only at its task's next block.
-		errs = append(errs, t.coll.Variables["felt_ends_at_return"].Set(false))
+		errs = append(errs, t.objs.FeltEndsAtReturn.Set(false))
 	}
-	for _, l := range slices.Backward(t.links) {
-		errs = append(errs, l.Close())
+	for _, p := range slices.Backward(t.parts) {
+		errs = append(errs, p.detach())
 	}
-	t.links = nil
 	return errors.Join(errs...)
 }
 
@@ -622,17 +707,11 @@ func (t *Tracer) Close() error {
 	if t.stats != nil {
 		errs = append(errs, t.stats.Close())
 	}
-	if t.returns != nil {
-		t.returns.Close()
+	for _, p := range t.parts {
+		p.coll.Close()
 	}
-	if t.bypass != nil {
-		t.bypass.Close()
-	}
-	if t.callbacks != nil {
-		t.callbacks.Close()
-	}
-	t.coll.Close()
-	return errors.Join(errs...)
+	t.parts = nil
+	return errors.Join(append(errs, t.objs.Close())...)
 }
 
 // Counters are the tracer's event counts and losses.
@@ -665,12 +744,6 @@ type Counters struct {
 	// task the previous reported switch put there: the kernel switched
 	// without reporting it (any task, traced or not).
 	UnreportedSwitches uint64 `json:"unreported_switches"`
-}
-
-// countersRecord mirrors struct rq_counters.
-type countersRecord struct {
-	Wakeups, Switches, Samples, StampFailures, TaskTableFull, RingbufDrops uint64
-	UnmeasuredWaits, UnstampedWaits, UnreportedSwitches                    uint64
 }
 
 // ClassLatency is one class's run-queue latency, in each view.
@@ -725,10 +798,10 @@ type Snapshot struct {
 // CPUs.
 func (t *Tracer) counters() (Counters, int, error) {
 	var (
-		perCPU []countersRecord
+		perCPU []bpf.RunqlatRqCounters
 		sum    Counters
 	)
-	if err := t.coll.Maps["counters"].Lookup(uint32(0), &perCPU); err != nil {
+	if err := t.objs.Counters.Lookup(uint32(0), &perCPU); err != nil {
 		return sum, 0, fmt.Errorf("read counters: %w", err)
 	}
 	for _, c := range perCPU {
@@ -742,17 +815,14 @@ func (t *Tracer) counters() (Counters, int, error) {
 		sum.UnstampedWaits += c.UnstampedWaits
 		sum.UnreportedSwitches += c.UnreportedSwitches
 	}
-	if err := t.coll.Variables["hl_classify_storage_failures"].Get(&sum.ClassifyUncached); err != nil {
+	if err := t.objs.HlClassifyStorageFailures.Get(&sum.ClassifyUncached); err != nil {
 		return sum, 0, fmt.Errorf("read classifier failures: %w", err)
 	}
-	if err := t.coll.Variables["hl_dev_use_failures"].Get(&sum.DeviceUsesLost); err != nil {
+	if err := t.objs.HlDevUseFailures.Get(&sum.DeviceUsesLost); err != nil {
 		return sum, 0, fmt.Errorf("read lost device uses: %w", err)
 	}
 	return sum, len(perCPU), nil
 }
-
-// classTotals mirrors struct class_totals.
-type classTotals struct{ Max, Sum uint64 }
 
 // Snapshot reads the histograms and counters. While the tracer runs the
 // pieces are read one after the other and may differ by the events in
@@ -786,7 +856,7 @@ func (t *Tracer) snapshot(withTasks bool) (*Snapshot, error) {
 		key    uint32
 		values []uint64
 	)
-	it := t.coll.Maps["hist"].Iterate()
+	it := t.objs.Hist.Iterate()
 	for it.Next(&key, &values) {
 		row, bucket := int(key)/NumBuckets, int(key)%NumBuckets
 		if row >= len(counts) {
@@ -808,8 +878,8 @@ func (t *Tracer) snapshot(withTasks bool) (*Snapshot, error) {
 	cpuSum := make([]uint64, ncpu)
 	hists := make([]*Histogram, len(counts))
 	for row := range counts {
-		var tot []classTotals
-		if err := t.coll.Maps["totals"].Lookup(uint32(row), &tot); err != nil {
+		var tot []bpf.RunqlatClassTotals
+		if err := t.objs.Totals.Lookup(uint32(row), &tot); err != nil {
 			return nil, fmt.Errorf("read class totals: %w", err)
 		}
 		var mx, sum uint64
@@ -857,61 +927,41 @@ func (t *Tracer) snapshot(withTasks bool) (*Snapshot, error) {
 	return s, nil
 }
 
-// taskViewRecord mirrors struct task_view.
-type taskViewRecord struct {
-	Max     uint64
-	Sum     uint64
-	Buckets [NumBuckets]uint32
-}
-
-func (r *taskViewRecord) histogram() (*Histogram, error) {
+// taskViewHistogram is the histogram of one view of a task's waits.
+func taskViewHistogram(v *bpf.RunqlatTaskView) (*Histogram, error) {
+	// The BPF side's buckets are this package's: a different count
+	// would not compile here.
+	var buckets [NumBuckets]uint32 = v.Buckets
 	counts := make([]uint64, NumBuckets)
-	for i, n := range r.Buckets {
+	for i, n := range buckets {
 		counts[i] = uint64(n)
 	}
-	h, err := FromBuckets(counts, r.Max)
+	h, err := FromBuckets(counts, v.Max)
 	if err != nil {
 		return nil, err
 	}
-	h.SetSum(r.Sum)
+	h.SetSum(v.Sum)
 	return h, nil
-}
-
-// taskRecord mirrors struct task_hist.
-type taskRecord struct {
-	TGID       uint32
-	ClassID    uint32
-	Comm       [policy.CommLen]byte
-	Wait, Felt taskViewRecord
-}
-
-type taskKey struct {
-	PID       uint32
-	_         uint32
-	StartTime uint64
 }
 
 func (t *Tracer) tasks() ([]TaskLatency, error) {
 	var (
-		key taskKey
-		rec taskRecord
+		key bpf.RunqlatTaskKey
+		rec bpf.RunqlatTaskHist
 		out []TaskLatency
 	)
-	it := t.coll.Maps["tasks"].Iterate()
+	it := t.objs.Tasks.Iterate()
 	for it.Next(&key, &rec) {
-		wait, err := rec.Wait.histogram()
+		wait, err := taskViewHistogram(&rec.Wait)
 		if err != nil {
 			return nil, err
 		}
-		felt, err := rec.Felt.histogram()
+		felt, err := taskViewHistogram(&rec.Felt)
 		if err != nil {
 			return nil, err
 		}
-		class := ""
-		if int(rec.ClassID) < len(t.classes) {
-			class = t.classes[rec.ClassID]
-		}
-		out = append(out, TaskLatency{PID: key.PID, TGID: rec.TGID, Comm: cString(rec.Comm[:]), Class: class, Hist: wait, Felt: felt})
+		out = append(out, TaskLatency{PID: key.Pid, TGID: rec.Tgid, Comm: cstr.String(rec.Comm[:]), Class: t.className(rec.ClassId),
+			Hist: wait, Felt: felt})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read per-task histograms: %w", err)
@@ -920,13 +970,6 @@ func (t *Tracer) tasks() ([]TaskLatency, error) {
 		return out[i].Hist.QuantileUpper(0.99) > out[j].Hist.QuantileUpper(0.99)
 	})
 	return out, nil
-}
-
-func cString(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
 }
 
 // Violation is one wait above its class's threshold.
@@ -967,17 +1010,6 @@ func (v Violation) Measured() time.Duration {
 	return v.Felt
 }
 
-// violationRecord mirrors struct violation.
-type violationRecord struct {
-	AtNs, LatencyNs         uint64
-	PID, TGID, ClassID, CPU uint32
-	PrevPID, Caused         uint32
-	FeltNs, DeliveryNs      uint64
-	ResumeNs                uint64
-	Comm, PrevComm          [policy.CommLen]byte
-	Why                     explanationRecord
-}
-
 // ReadViolations calls fn for each streamed violation until ctx is done or
 // the tracer is closed.
 func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
@@ -994,15 +1026,11 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 			}
 			return err
 		}
-		var v violationRecord
+		var v bpf.RunqlatViolation
 		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.LittleEndian, &v); err != nil {
 			return fmt.Errorf("decode violation: %w", err)
 		}
-		class := ""
-		if int(v.ClassID) < len(t.classes) {
-			class = t.classes[v.ClassID]
-		}
-		why := v.Why.explanation(t.classes)
+		why := explanationOf(&v.Why, t.classes)
 		if why != nil {
 			// The span runqlat.bpf.c explained: back from the switch-in by
 			// the wait or the felt wait before it, whichever is longer.
@@ -1010,8 +1038,8 @@ func (t *Tracer) ReadViolations(ctx context.Context, fn func(Violation)) error {
 		}
 		fn(Violation{
 			At: time.Duration(v.AtNs), Latency: time.Duration(v.LatencyNs),
-			PID: v.PID, TGID: v.TGID, Comm: cString(v.Comm[:]), Class: class, CPU: v.CPU,
-			PrevPID: v.PrevPID, PrevComm: cString(v.PrevComm[:]),
+			PID: v.Pid, TGID: v.Tgid, Comm: cstr.String(v.Comm[:]), Class: t.className(v.ClassId), CPU: v.Cpu,
+			PrevPID: v.PrevPid, PrevComm: cstr.String(v.PrevComm[:]),
 			Caused: v.Caused != 0, Felt: time.Duration(v.FeltNs), TimerDelivery: time.Duration(v.DeliveryNs),
 			Resume: time.Duration(v.ResumeNs),
 			Why:    why,
@@ -1033,13 +1061,31 @@ func (t *Tracer) Cost() ([]report.ProgramCost, error) {
 
 // Programs returns the tracer's loaded programs by function name, for
 // tools that measure them (the map is the caller's; the programs are the
-// tracer's and close with it).
+// tracer's and close with it). The programs timing sched_ext callbacks
+// are named after the callback too: "rq_ext_cb_enter/hl_enqueue".
 func (t *Tracer) Programs() map[string]*ebpf.Program {
-	progs := maps.Clone(t.coll.Programs)
-	for _, more := range []*ebpf.Collection{t.returns, t.bypass, t.callbacks} {
-		if more != nil {
-			maps.Copy(progs, more.Programs)
+	progs := map[string]*ebpf.Program{}
+	for _, p := range t.parts {
+		for i, prog := range p.progs {
+			progs[p.specs[i].Name+p.label] = prog
 		}
 	}
 	return progs
+}
+
+func indexOf(names []string, name string) int {
+	for i, n := range names {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// className is the name of class id, or "" for an id the policy lacks.
+func (t *Tracer) className(id uint32) string {
+	if int(id) < len(t.classes) {
+		return t.classes[id]
+	}
+	return ""
 }

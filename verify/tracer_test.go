@@ -903,7 +903,13 @@ func testFeltOfTimerWakeups(t *testing.T, wantEnd FeltEnd) {
 func TestTracerWaitOnlyLooksForNoCause(t *testing.T) {
 	requireRoot(t)
 	const n = 50
+	// The sleeps start once the tracer is attached: loading it takes
+	// longer than they do on a busy machine.
+	attached := make(chan struct{})
+	start := sync.OnceFunc(func() { close(attached) })
+	t.Cleanup(start) // should the attach fail
 	tid, done := onThread(t, "infer-timer", -1, 1, func() {
+		<-attached
 		for range n {
 			time.Sleep(time.Millisecond)
 			ts := unix.NsecToTimespec(int64(time.Millisecond))
@@ -911,6 +917,7 @@ func TestTracerWaitOnlyLooksForNoCause(t *testing.T) {
 		}
 	})
 	tr := attachForTest(t, TracerConfig{PerTask: true, WaitOnly: true, MeasureCost: true, FilterTIDs: []uint32{uint32(tid)}})
+	start()
 	<-done
 	tr.Stop()
 	s, err := tr.Snapshot()

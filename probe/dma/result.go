@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/internal/cstr"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 )
@@ -203,7 +204,7 @@ func (pr *Probe) Snapshot() (*Result, error) {
 	var vals []bpf.DmaDevVal
 	it := pr.coll.Maps[bpf.DmaMapDevStats].Iterate()
 	for it.Next(&key, &vals) {
-		name := cString(key.Name[:])
+		name := cstr.String(key.Name[:])
 		d := get(name)
 		c := dirs[name][key.Dir]
 		if c == nil {
@@ -269,7 +270,7 @@ func (pr *Probe) readLatency(get func(string) *Device) error {
 	var vals []uint64
 	it := pr.coll.Maps[bpf.DmaMapLatHist].Iterate()
 	for it.Next(&key, &vals) {
-		name := cString(key.Name[:])
+		name := cstr.String(key.Name[:])
 		c := byDev[name]
 		if c == nil {
 			c = &cells{}
@@ -308,17 +309,6 @@ func (pr *Probe) readLatency(get func(string) *Device) error {
 		get(name).MapLatencyHist = h
 	}
 	return nil
-}
-
-func cString(b []int8) string {
-	var s strings.Builder
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		s.WriteByte(byte(c))
-	}
-	return s.String()
 }
 
 // finish sorts the devices (most bytes mapped first), computes rates and

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/internal/cstr"
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
@@ -151,7 +152,7 @@ func (p *Probe) slowCall(e *event) SlowCall {
 		Latency: time.Duration(e.LatencyNs),
 		Device:  p.resolver.Device(e.Ftype, e.Dev),
 		Command: DecodeCommand(e.Cmd),
-		PID:     e.Tgid, TID: e.Pid, Comm: cString(e.Comm[:]),
+		PID:     e.Tgid, TID: e.Pid, Comm: cstr.String(e.Comm[:]),
 		FD: e.FD, Arg: e.Arg, Ret: e.Ret,
 		Wakeups: e.Wakeups, Asleep: time.Duration(e.AsleepNs), RunWait: time.Duration(e.WaitNs),
 	}
@@ -186,21 +187,6 @@ func (p *Probe) ReadSlow(fn func(SlowCall)) error {
 // Flush makes ReadSlow return once it has delivered every slow call
 // already in the stream; call it after Detach to drain the stream.
 func (p *Probe) Flush() error { return p.ring.Flush() }
-
-func cString(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
-}
-
-func cStringInt8(b [16]int8) string {
-	var u [16]byte
-	for i, c := range b {
-		u[i] = byte(c)
-	}
-	return cString(u[:])
-}
 
 // kernelErrnos are errors the kernel uses internally that can still reach
 // a tracer (a syscall interrupted by a signal is seen with ERESTARTSYS
@@ -373,7 +359,7 @@ func (p *Probe) Snapshot() (*Result, error) {
 	for it.Next(&k, &st) {
 		g := get(k)
 		g.stats.Calls, g.stats.Errors = st.Calls, st.Errors
-		g.stats.Comm = cStringInt8(st.Comm)
+		g.stats.Comm = cstr.String(st.Comm[:])
 		g.max, g.sum = st.MaxNs, st.SumNs
 		if p.cfg.Wakeups {
 			g.stats.Sleeps = &Sleeps{Calls: st.SleptCalls, Wakeups: st.Wakeups, Asleep: time.Duration(st.AsleepNs),

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hotlane/hotlane/internal/infile"
+	"github.com/hotlane/hotlane/internal/jsonpos"
 )
 
 // Policy is what the probe drops; the zero Policy drops nothing and only
@@ -161,7 +162,7 @@ func dropName(name string) (ClassSet, string) {
 		return c, ""
 	}
 	return 0, fmt.Sprintf("unknown protocol %q%s; valid: %s, or one class such as ipv4/udp or ipv6/frag",
-		name, suggest(strings.ToLower(name), dropNameList), strings.Join(dropNameList[:10], ", "))
+		name, jsonpos.Suggest(name, dropNameList), strings.Join(dropNameList[:10], ", "))
 }
 
 // ParsePorts parses a comma-separated list of UDP ports and ranges
@@ -307,18 +308,8 @@ func ParsePolicy(name string, data []byte) (Policy, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Policy{}, &PolicyError{Source: name, Msg: `empty policy; write a JSON object such as {"drop": ["icmp"]}`}
 	}
-	// Unmarshal checks the whole text's syntax first, with offsets.
-	var raw json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			off := int(se.Offset)
-			if off > 0 && !strings.HasPrefix(se.Error(), "unexpected end") {
-				off-- // Offset is just past the offending byte
-			}
-			return Policy{}, posError(name, data, off, "invalid JSON: "+strings.TrimPrefix(se.Error(), "json: "))
-		}
-		return Policy{}, &PolicyError{Source: name, Msg: "invalid JSON: " + err.Error()}
+	if off, msg, ok := jsonpos.CheckSyntax(data); !ok {
+		return Policy{}, posError(name, data, off, msg)
 	}
 	pr := &policyReader{name: name, data: data, dec: json.NewDecoder(bytes.NewReader(data))}
 	pr.dec.UseNumber()
@@ -343,10 +334,7 @@ type policyReader struct {
 
 // next returns the next token and records where it starts.
 func (r *policyReader) next() (json.Token, error) {
-	off := int(r.dec.InputOffset())
-	for off < len(r.data) && strings.IndexByte(" \t\r\n,:", r.data[off]) >= 0 {
-		off++
-	}
+	off := jsonpos.TokenStart(r.data, int(r.dec.InputOffset()))
 	r.pos = off
 	tok, err := r.dec.Token()
 	if err != nil {
@@ -377,7 +365,7 @@ func (r *policyReader) read() (Policy, error) {
 		}
 		key := tok.(string) // object keys are always strings
 		if !slices.Contains(policyKeys, key) {
-			return p, r.errorf("unknown field %q%s; valid fields: %s", key, suggest(key, policyKeys), strings.Join(policyKeys, ", "))
+			return p, r.errorf("unknown field %q%s; valid fields: %s", key, jsonpos.Suggest(key, policyKeys), strings.Join(policyKeys, ", "))
 		}
 		if seen[key] {
 			return p, r.errorf("field %q given twice", key)
@@ -505,50 +493,6 @@ func describe(tok json.Token) string {
 
 // posError is a PolicyError at byte offset off of data.
 func posError(name string, data []byte, off int, msg string) *PolicyError {
-	off = min(max(off, 0), len(data))
-	line := 1 + bytes.Count(data[:off], []byte("\n"))
-	lineStart := bytes.LastIndexByte(data[:off], '\n') + 1
-	col := 1 + len([]rune(string(data[lineStart:off])))
+	line, col := jsonpos.LineCol(data, off)
 	return &PolicyError{Source: name, Line: line, Column: col, Msg: msg}
-}
-
-// suggest returns ` (did you mean "x"?)` for the valid name closest to s,
-// or "" when none is close.
-func suggest(s string, valid []string) string {
-	best, bestD := "", 3
-	for _, v := range valid {
-		if d := editDistance(s, v); d < bestD {
-			best, bestD = v, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the optimal-string-alignment distance between a and b,
-// in bytes: Levenshtein plus swapping two neighbours ("icpm" -> "icmp").
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }
