@@ -2,43 +2,15 @@
 
 /*
  * runqlat.bpf.c - run-queue latency, per class, from the scheduler's own
- * events: how long a runnable task waits until it gets a CPU.
+ * events: how long a runnable task waits until it gets a CPU. The design,
+ * and where it departs from bcc's runqlat: docs/design.md, "The tracer".
  *
- * The algorithm of bcc's runqlat, with its known faults fixed:
- *  - A task is stamped when it is woken (sched_waking) or created
- *    (sched_wakeup_new), and re-stamped at sched_switch when it leaves the
- *    CPU still runnable.
- *  - The wait starts at the same point under every scheduler:
- *    sched_waking fires in try_to_wake_up() on the waker's CPU before the
- *    wake-up is queued anywhere. sched_wakeup, which bcc uses, fires where
- *    the task is activated: for a queued wake-up (TTWU_QUEUE, EEVDF) that
- *    is on the wakee's CPU after an IPI, under sched_ext on the waker's, so
- *    the same wake-up would measure differently under each.
- *  - "Still runnable" is the sched_switch preempt argument, or a prev_state
- *    argument of TASK_RUNNING (sched_yield, a signal pending), never the
- *    classic tracepoint's prev_state field (TASK_REPORT_MAX when
- *    preempted). A task preempted on its way to sleep, after it set
- *    TASK_INTERRUPTIBLE but before schedule(), has a sleeping prev_state
- *    yet stays queued: the kernel's own __trace_sched_switch_state() counts
- *    it as running, and so does this tracer. If its wake-up comes while it
- *    waits, the wait still began at the preemption.
- *  - A wake-up can fire while its task is still on its way off the CPU
- *    (sched_waking on another CPU before the task's blocking sched_switch):
- *    the blocking switch therefore keeps a stamp taken during the task's
- *    current run, and the switch-in uses it. A stamp from a wake-up that
- *    found the task still running (its timer fired before it slept) is
- *    overwritten by the next wake-up or preemption before it can be used.
- *  - The wait is measured when the task is switched in, keyed by that task
- *    (never by `current`); the per-CPU idle task is skipped.
- *  - Stamps live in task-local storage: they die with the task, so a reused
- *    pid never inherits a stale stamp, and there is no map to fill up. The
- *    raw_tp fallback (kernels where tp_btf does not attach) cannot use task
- *    storage and keeps stamps in a pid-keyed hash instead, cleared when the
- *    task is freed; a full hash is counted, never silent.
- *  - Histograms are log-linear (hist.bpf.h, 3.2 % buckets) per class and,
- *    being per-CPU maps, per CPU too; the exact max is kept beside them.
- *  - Every wait above the class's threshold is streamed with what was
- *    running on that CPU meanwhile; a full ring buffer is counted.
+ * A wait starts at sched_waking (sched_wakeup_new for a new task) or at a
+ * sched_switch that leaves its task runnable (the preempt argument, or a
+ * prev_state argument of TASK_RUNNING), and ends at the sched_switch that
+ * puts the task on a CPU; the idle task is skipped. Wait state lives in
+ * task-local storage (tp_btf), or in a pid-keyed hash cleared at
+ * sched_process_free (the raw_tp fallback).
  *
  * What the application feels (runqlat_felt.bpf.h): the wait of a task
  * woken by its own timer is also measured from the timer's expiry, and up
@@ -51,29 +23,9 @@
  * keeps its recent history, and a streamed wait says what ran meanwhile;
  * runqlat_callbacks.bpf.h adds the sched_ext scheduler's own time.
  *
- * Switches the kernel does not report. A probe on sched_switch does not
- * always see every context switch: on some kernels switches away from
- * certain tasks never reach the tracepoint's probes (BPF and ftrace alike),
- * and a wait that ended at such a switch cannot be measured. bcc's runqlat
- * loses these silently; here each one is counted, exactly, from the
- * kernel's own count of the task's context switches, nvcsw + nivcsw, which
- * __schedule() increments for every switch away from a task, just before
- * sched_switch fires. A task's k-th run ends at its k-th switch-out, so at
- * every reported switch of a task the tracer knows which run begins or
- * ends, and compares that with the runs it has accounted for:
- *  - runs whose switch-in it never saw: each ended a wait nobody measured;
- *  - a switch-out it never saw: the wait that began there has no known
- *    start, so the next switch-in is not measured either (its stamp, if
- *    any, may be older than that wait).
- * Both are counted as unmeasured waits (of the tasks the filters select),
- * so that for every task, switch-ins = samples + unmeasured + unstamped. A
- * switch-in whose wait start the tracer did not see although it saw the
- * task leave the CPU (its wake-up was not reported) is counted as
- * unstamped. Per CPU, a switch whose prev is not the task the last
- * reported switch put there is counted as an unreported switch. The
- * scheduler's sched_info.pcount is no substitute for the switch count: it
- * counts only arrivals after sched_info saw the task queued, not one after
- * a preemption on the way to sleep.
+ * Runs are numbered by the task's switch-out count (nvcsw + nivcsw), so for
+ * every selected task switch-ins = samples + unmeasured + unstamped, even
+ * for switches the tracepoint did not report.
  *
  * Classes come from the same classifier the scheduler uses
  * (classify.bpf.h), so "inference" means the same tasks in both.

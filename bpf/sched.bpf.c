@@ -2,49 +2,20 @@
 
 /*
  * sched.bpf.c - hotlane: a sched_ext scheduler with a high-priority lane and
- * a fair class for everything else, on machines of any size.
+ * a fair class for everything else, on machines of any size. How it works,
+ * and why: docs/design.md, "The scheduler".
  *
- * Tasks are put in classes by the shared classifier (classify.bpf.h) using
- * the rule table the loader compiled from the policy; the class is cached in
- * the task context and refreshed when what it was computed from changes.
- * Classes marked high priority form the lane; the rest are the fair class.
+ * This file holds the ops table and the callbacks; the policy is in
+ * sched_ctx.bpf.h (settings, topology, per-CPU, per-LLC and per-task
+ * contexts, queues, counters), sched_lane.bpf.h, sched_fair.bpf.h and
+ * sched_guard.bpf.h. Tasks are classed by classify.bpf.h; high-priority
+ * classes form the lane. A CPU serves, in order (hl_dispatch):
  *
- * Queues follow the topology (sched_ctx.bpf.h): per LLC a FIFO lane queue
- * and a deadline-ordered fair queue, per CPU a queue for fair tasks that may
- * run on it alone. A CPU serves, in order:
- *
- *  1. a guard turn, if it owes the fair side one (sched_guard.bpf.h);
+ *  1. a guard turn, if it owes the fair side one;
  *  2. its LLC's lane queue, else the lane task it runs keeps its CPU;
  *  3. another LLC's lane queue;
  *  4. the earlier deadline of its own and its LLC's fair queue;
  *  5. another LLC's fair queue, its node's first (it would idle otherwise).
- *
- * The callbacks, in the order a task meets them:
- *
- *  select_cpu  an idle CPU, prev first, its LLC, its node (the kernel's
- *              idle picking); a lane task that finds none preempts a CPU
- *              running fair work (sched_lane.bpf.h).
- *  runnable    a woken task is placed at its lag from its LLC's clock
- *              (sched_fair.bpf.h).
- *  enqueue     per-CPU kthreads and tasks that may not leave their CPU run
- *              there next; a fair task the lane just preempted resumes on
- *              its CPU; lane tasks go to a CPU or their lane queue; fair
- *              tasks to their queue, preempting a later deadline.
- *  dispatch    the order above.
- *  tick        a fair task gives way to a waiting lane task; a lane task
- *              keeps its CPU while nothing else is owed.
- *  running,    per-CPU bookkeeping (victims, the guard), the LLC clock,
- *  stopping    and the fair class's vruntime charge.
- *  quiescent   a sleeping task's lag and burst are kept.
- *  yield       a fair task that yields is queued with a later deadline.
- *  cpu_release an RT or DL task took the CPU: what waits in its local
- *              queue is handed back, so the lane does not wait behind it.
- *  cgroup_*    cpu.weight of each cgroup, for the fair class's weights.
- *  cpu_online, a CPU that comes or goes starts idle; with these, the kernel
- *  cpu_offline keeps the scheduler through CPU hotplug.
- *
- * Device matchers (fentry on file open and ioctl, loaded only for policies
- * that have them) stamp the classifier's note that a thread used a device.
  *
  * Compiled once per sched_ext kfunc generation (scx_api.h); the loader
  * chooses the object and fills the read-only settings and the topology.

@@ -24,7 +24,7 @@ func (c Class) Describe() string {
 	case c.HighPriority && c.Preempt:
 		parts = append(parts, "high priority", "preempts lower classes")
 	case c.HighPriority:
-		parts = append(parts, "high priority", "does not preempt (waits for a free CPU or the running task's next tick)")
+		parts = append(parts, "high priority", "preempts only fair tasks that have run their minimum slice (else waits for a free CPU or a fair task's next tick)")
 	default:
 		parts = append(parts, "fair queue", fmt.Sprintf("weight %d", c.Weight))
 	}

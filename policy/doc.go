@@ -43,9 +43,10 @@
 //     the fair one; default false. The catch-all cannot be high priority.
 //   - preempt: a waking task that finds no idle CPU preempts one running a
 //     lower class; needs high_priority; default true for high_priority
-//     classes, else false. Without it a lane task waits for the running
-//     task's next tick at every wake-up, which is slower than no lane;
-//     "preempt": false is for a lane that must not disturb the others.
+//     classes, else false. Without it a lane task preempts only a fair
+//     task that has run its minimum slice, and otherwise waits for a free
+//     CPU or a fair task's next tick; "preempt": false is for a lane that
+//     must not disturb the others.
 //
 // Class names are 1 to 15 characters of a-z, 0-9, _ and -, and unique.
 //

@@ -126,7 +126,7 @@ func TestDescribe(t *testing.T) {
 	}
 	want := []string{
 		`inference: high priority, preempts lower classes, 2 ms slice, matched by: comm prefix "infer" or device 195:* (thread)`,
-		`quiet: high priority, does not preempt (waits for a free CPU or the running task's next tick), 500 µs slice, matched by: ` +
+		`quiet: high priority, preempts only fair tasks that have run their minimum slice (else waits for a free CPU or a fair task's next tick), 500 µs slice, matched by: ` +
 			`process comm "triton" and cgroup /inference.slice (subtree) or pid 7 (thread) or tgid 8 (process) or chose SCHED_EXT or ` +
 			`device 226:128-255 (process, until idle 30s) or comm "x" and process comm prefix "py"`,
 		`batch: fair queue, weight 20, 20 ms slice, matched by: comm prefix "make"`,

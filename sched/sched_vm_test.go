@@ -44,9 +44,9 @@ func TestVM(t *testing.T) {
 // its generation, and the fault tests that depend on how that kernel
 // dispatches: slice expiry, pinned tasks, and the RT hand-back, which on
 // 6.15-6.18 calls enqueue from inside cpu_release (see migration_disabled
-// in bpf/sched.bpf.c: with one BPF program allowed for instead of two,
-// the lane task stayed behind the RT thread for the rest of a burst, up
-// to 96 ms, and the test failed in six runs of nine).
+// in bpf/include/sched_ctx.bpf.h: with one BPF program allowed for instead
+// of two, the lane task stayed behind the RT thread for the rest of a
+// burst, up to 96 ms, and the test failed in six runs of nine).
 // scx_simple for 6.17 is built from linux-source-6.12 with the kfuncs
 // renamed (vm.BuildScx): Debian ships no 6.17 source.
 func TestVMKernel617(t *testing.T) {

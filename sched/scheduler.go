@@ -337,7 +337,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec, topo *to
 // Without that flag, 6.15-6.18 queue every migration-disabled task on its
 // CPU without asking ops.enqueue, and to them the task cpu_release hands
 // back is one: a lane task preempted by an RT task would wait out the RT
-// task's burst (sched.bpf.c tells the two apart).
+// task's burst (migration_disabled in sched_ctx.bpf.h tells the two apart).
 func opsFlags(kernel *btf.Spec, partial bool) (uint64, error) {
 	var flags uint64
 	if partial {

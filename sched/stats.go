@@ -11,7 +11,7 @@ import (
 	"github.com/hotlane/hotlane/report"
 )
 
-// statsRecord mirrors struct hl_stats in sched.bpf.c.
+// statsRecord mirrors struct hl_stats in bpf/include/sched_ctx.bpf.h.
 type statsRecord struct {
 	Enqueued        [policy.MaxClasses]uint64
 	Dispatched      [policy.MaxClasses]uint64

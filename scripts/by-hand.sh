@@ -1,6 +1,6 @@
 #!/bin/sh
 # The outside-tool scenario run by hand, as a new user would, inside the VM
-# (not a test; see the README's status): stress-ng --cpu 4 as background,
+# (not a test; see docs/results.md): stress-ng --cpu 4 as background,
 # then cyclictest (100 Hz, one thread, 8 s) under EEVDF and under
 # `hotlane run --inference-comm cyclictest`, each with cyclictest's default
 # 50 us timer slack and with 1 ns (SCHED_FIFO gets none). Two rounds;

@@ -191,7 +191,7 @@ func TestGuestCyclictestScenario(t *testing.T) {
 	// 2026-11-24: wake-up to run p50 65.5 against FIFO's 59.4 us), so no
 	// class orders below it but by noise, and hotlane's median carries
 	// sched_ext's callbacks under TCG (0.95-1.22x EEVDF's in five boots of
-	// 2026-11-23; the README's status gives the command).
+	// 2026-11-23; docs/results.md gives the command).
 	e := lanes[workloads.EEVDF]
 	for _, v := range []string{workloads.HotlaneName, workloads.EEVDFFIFO} {
 		run, l := findRun(rep, v), lanes[v]

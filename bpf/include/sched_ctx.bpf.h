@@ -3,7 +3,7 @@
  * writes, the machine's topology, the per-CPU, per-LLC and per-task
  * contexts, the dispatch queues and the counters. Included by sched.bpf.c
  * only; the policy lives in sched_fair.bpf.h, sched_lane.bpf.h and
- * sched_guard.bpf.h.
+ * sched_guard.bpf.h, and docs/design.md describes the whole.
  */
 #ifndef HOTLANE_SCHED_CTX_BPF_H
 #define HOTLANE_SCHED_CTX_BPF_H
@@ -74,7 +74,7 @@ enum hl_cpu_state {
 	HL_CPU_IDLE = 0,	/* running nothing of ours */
 	HL_CPU_FAIR,		/* a fair task: a lane victim, a wake-up preemption target */
 	HL_CPU_LANE,		/* a lane task */
-	HL_CPU_SHIELDED,	/* a guard turn or a per-CPU kthread: no victim */
+	HL_CPU_SHIELDED,	/* a guard turn: no victim */
 };
 
 struct hl_cpu_shared {

@@ -1,30 +1,10 @@
 /*
- * sched_fair.bpf.h - the fair class: every task not in the lane.
- *
- * EEVDF's rules, per LLC:
- *  - A task's vruntime advances by the CPU time it uses, scaled down by
- *    its weight (class weight x nice x cgroup cpu.weight).
- *  - Each LLC has a clock: the vruntime of the fair task that last
- *    started running there. Tasks start in deadline order, so the clock
- *    is where the head of the queue stands. (A clock at the largest
- *    vruntime that ever ran put every wake-up behind every waiting CPU
- *    hog: ping-pong wakers did 0.07-0.6x EEVDF's work beside them.)
- *  - Lag, not credit: a task that sleeps keeps its distance from the
- *    clock (its lag), bounded by one request ahead and two slices behind,
- *    and wakes at that distance from the clock as it is then. Sleeping
- *    earns nothing; a task that ran ahead cannot shed its debt by
- *    sleeping; a waker that runs a lot falls behind like any other task.
- *  - Queues are ordered by deadline: vruntime plus the task's request
- *    (its usual burst between sleeps, at least min_slice, at most its
- *    slice) scaled by weight. Short bursts are served sooner, but the
- *    allowance is one slice at most, so ping-pong wakers cannot starve
- *    CPU-bound tasks.
- *  - Slices shrink with the queue (a round of every waiting task takes
- *    about one class slice) and with weight below nice 0, never below
- *    min_slice: low-weight tasks run shorter and as often as their share
- *    allows, instead of long and rarely.
- *  - A waking task whose deadline is earlier than that of the fair task
- *    running on its CPU preempts it, once that has run min_slice.
+ * sched_fair.bpf.h - the fair class: every task not in the lane, by EEVDF's
+ * rules per LLC (docs/design.md, "The fair class"): vruntime charged by
+ * weight (class x nice x cgroup cpu.weight), a clock per LLC, lag kept
+ * across sleep and bounded, queues in deadline order, slices that shrink
+ * with the queue and with weight, and wake-up preemption of a later
+ * deadline.
  *
  * Frames: a vruntime is relative to the clock of LLC t->llc. A task that
  * moves to another LLC keeps its distance from the clock (rebase()).

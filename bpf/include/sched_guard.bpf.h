@@ -1,21 +1,14 @@
 /*
  * sched_guard.bpf.h - the starvation guard: a reservation for the fair
- * side on every CPU the lane saturates.
+ * side on every CPU the lane saturates (docs/design.md, "The starvation
+ * guard").
  *
  * A CPU that has given the lane starvation_ns of CPU time since it last
  * served the fair side, while fair tasks it may run waited, serves the fair
- * side for the next starvation_ns / 2 (a turn: fair tasks in deadline
- * order, each shielded from lane preemption), however many tasks that
- * takes. It notices when it next asks dispatch, at the latest when the
- * lane slice it runs ends on a tick. So whenever fair work waits for it,
- * a CPU gives the fair side at least starvation_ns / 2 of every
- * starvation_ns + starvation_ns / 2 + lane slice + tick: a budget, not a
- * count of tasks, and no walk of any queue. Which fair task runs in a
- * turn is the fair class's business (deadline order); the bound the
- * loader prints combines both (sched.Config.GuardedWaitBound).
- *
- * Fair tasks that merely wait for each other (an oversubscribed machine
- * with an idle lane) never trigger it: only lane time counts.
+ * side for the next starvation_ns / 2 (a turn, each task in it shielded
+ * from lane preemption): a budget, not a count of tasks, and no walk of
+ * any queue. Only lane time counts. The bound this gives is
+ * sched.Bound (sched/bound.go), which the loader prints.
  */
 #ifndef HOTLANE_SCHED_GUARD_BPF_H
 #define HOTLANE_SCHED_GUARD_BPF_H

@@ -1,19 +1,14 @@
 /*
  * sched_lane.bpf.h - the lane: where a high-priority task runs when it
- * wakes.
+ * wakes (docs/design.md, "The lane").
  *
- * An idle CPU first (prev, its LLC, its node: the kernel's idle picking).
- * Else a CPU running fair work, preempted: this CPU (a local reschedule
- * needs no IPI), prev, and a few CPUs of prev's LLC from a random place,
- * the one whose fair task has run longest; then two CPUs anywhere. The
- * choice is claimed with a compare-and-swap, so two lane wake-ups never
- * take the same victim, and the claim lasts until that CPU switches. No
- * wake-up scans every CPU: the cost is the same on 2 CPUs and 512.
- *
- * A lane task that finds neither waits in its LLC's lane queue, which
- * every CPU of the LLC serves before fair work; a CPU of another LLC
- * running fair work gives way at its next tick and takes it (lane_llcs
- * says which LLCs have lane tasks queued).
+ * An idle CPU first; else a CPU running fair work, preempted: this CPU,
+ * prev, HL_LANE_PROBES CPUs of prev's LLC, the one whose fair task has run
+ * longest, then HL_LANE_FAR_PROBES CPUs anywhere. The choice is claimed
+ * with a compare-and-swap, so two lane wake-ups never take the same
+ * victim; the claim lasts until that CPU switches. No wake-up scans every
+ * CPU. A lane task that finds neither waits in its LLC's lane queue;
+ * lane_llcs says which LLCs have one, for other LLCs' CPUs to take.
  */
 #ifndef HOTLANE_SCHED_LANE_BPF_H
 #define HOTLANE_SCHED_LANE_BPF_H

@@ -9,10 +9,11 @@
  *                   scx_bpf_consume().
  *   HL_SCX_API 613  6.13 .. 6.18: scx_bpf_dsq_insert(), scx_bpf_dsq_insert_vtime(),
  *                   scx_bpf_dsq_move_to_local().
- *   HL_SCX_API 700  7.x: scx_bpf_dsq_insert___v2() (returns bool),
- *                   scx_bpf_dsq_move_to_local___v2() (takes enq_flags) and
- *                   scx_bpf_reenqueue_local___v2() (returns void) next to
- *                   the old names.
+ *   HL_SCX_API 700  7.1 and later: scx_bpf_dsq_insert___v2() (returns
+ *                   bool), scx_bpf_dsq_move_to_local___v2() (takes
+ *                   enq_flags) and scx_bpf_reenqueue_local___v2() (returns
+ *                   void) next to the old names. 6.19 and 7.0 pair the
+ *                   ___v2 insert with the old move_to_local: no object.
  *
  * cilium/ebpf (v0.22) looks a kfunc up among the types of its name with any
  * "___suffix" stripped and then drops those whose full name differs, but

@@ -45,13 +45,17 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 	}
 }
 
-// Every flag the README gives a hotlane command is one that command
-// accepts (its -h lists it).
+// userDocs are the documents whose hotlane command lines
+// TestREADMEFlagsAreAccepted checks: the README and the pages it sends a
+// reader to for the rest (docs/cli.md is the binary's own help).
+var userDocs = []string{
+	"../../README.md", "../../docs/design.md", "../../docs/metrics.md", "../../docs/policy.md",
+	"../../docs/results.md", "../../docs/testing.md",
+}
+
+// Every flag the README, or a page of docs/ it links to, gives a hotlane
+// command is one that command accepts (its -h lists it).
 func TestREADMEFlagsAreAccepted(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := hotlaneBinary(t)
 	accepted := map[string][]string{}
 	// "  --name", "  -q", or "  -d, --duration": a one-letter spelling
@@ -71,25 +75,34 @@ func TestREADMEFlagsAreAccepted(t *testing.T) {
 	// of its code span or line; flags after "--" belong to the guest.
 	use := regexp.MustCompile("hotlane ((?:probe |bench )?[a-z]+)([^`\\n]*)")
 	flagRE := regexp.MustCompile(`(?:^|\s|\[)--([a-z][a-z0-9-]*)`)
-	checked := 0
-	for _, m := range use.FindAllStringSubmatch(string(readme), -1) {
-		cmd, rest := m[1], m[2]
-		flags, ok := accepted[cmd]
-		if !ok {
-			continue // prose: "hotlane is", "hotlane vm's"...
+	for _, doc := range userDocs {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if i := strings.Index(rest, " -- "); i >= 0 {
-			rest = rest[:i]
-		}
-		for _, f := range flagRE.FindAllStringSubmatch(rest, -1) {
-			checked++
-			if f[1] != "version" && !slices.Contains(flags, f[1]) {
-				t.Errorf("README: `hotlane %s ... --%s`: %s has no such flag (%q)", cmd, f[1], cmd, strings.TrimSpace(m[0]))
+		name := strings.TrimPrefix(doc, "../../")
+		checked := 0
+		for _, m := range use.FindAllStringSubmatch(string(text), -1) {
+			cmd, rest := m[1], m[2]
+			flags, ok := accepted[cmd]
+			if !ok {
+				continue // prose: "hotlane is", "hotlane vm's"...
+			}
+			if i := strings.Index(rest, " -- "); i >= 0 {
+				rest = rest[:i]
+			}
+			for _, f := range flagRE.FindAllStringSubmatch(rest, -1) {
+				checked++
+				if f[1] != "version" && !slices.Contains(flags, f[1]) {
+					t.Errorf("%s: `hotlane %s ... --%s`: %s has no such flag (%q)", name, cmd, f[1], cmd, strings.TrimSpace(m[0]))
+				}
 			}
 		}
-	}
-	t.Logf("%d flags on hotlane command lines in the README, all accepted", checked)
-	if checked < 20 {
-		t.Errorf("checked only %d flags in the README: the pattern no longer finds its command lines", checked)
+		t.Logf("%s: %d flags on hotlane command lines, all accepted", name, checked)
+		// The README shows every way of using hotlane: fewer means the
+		// pattern no longer finds its command lines.
+		if name == "README.md" && checked < 20 {
+			t.Errorf("checked only %d flags in the README: the pattern no longer finds its command lines", checked)
+		}
 	}
 }

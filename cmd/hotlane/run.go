@@ -36,10 +36,12 @@ func runRun(ctx context.Context, args []string) (code int) {
 		fmt.Fprintf(fs.Output(), `Usage: hotlane run [flags]
 
 Registers the hotlane sched_ext scheduler and keeps it running until Ctrl-C
-or SIGTERM. Tasks of high-priority classes ("inference") get their own
-dispatch queue, consumed before all others, and may preempt lower classes;
-the rest share a weighted-vtime queue. If hotlane dies (even kill -9) the
-kernel returns every task to its default scheduler.
+or SIGTERM. Tasks of high-priority classes ("inference") form the lane:
+their queues are served before all others, and a lane task that finds no
+idle CPU may preempt one running a lower class. The rest form the fair
+class, scheduled by EEVDF's rules (lag, deadlines, weights) on queues per
+last-level cache. If hotlane dies (even kill -9) the kernel returns every
+task to its default scheduler.
 
 On exit it prints why the scheduler ended (the kernel's exit kind, reason
 and message) and exits non-zero if that was an error. With
