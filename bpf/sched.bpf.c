@@ -42,6 +42,7 @@ struct hl_exit_info {
 	s64 exit_code;
 	char reason[128];
 	char msg[1024];
+	char dump[16384];	/* the kernel's dump of its state at an error exit */
 };
 
 struct hl_exit_info exit_info;
@@ -98,7 +99,7 @@ int hl_runnable(u64 *ctx)
 		return 0;
 	t = task_ctx(p);
 	if (t)
-		fair_wake(t, llc_of(scx_bpf_task_cpu(p)));
+		fair_wake(p, t);
 	return 0;
 }
 
@@ -319,6 +320,17 @@ int hl_dispatch(u64 *ctx)
 	 */
 	if (pc && prev)
 		prev->scx.slice = pc->slice_ns;
+	else if (scx_bpf_dsq_nr_queued(HL_DSQ_PINNED(cpu)) > 0) {
+		/*
+		 * This CPU's own queue holds tasks, yet none moved: it happens
+		 * (some tens of times a minute with 64 tasks pinned to one CPU
+		 * on 7.3), and only this CPU will ever serve that queue. Left
+		 * idle, it would sleep until the watchdog ejected the
+		 * scheduler. Kick it to balance again.
+		 */
+		stat_inc(pinned_unserved);
+		scx_bpf_kick_cpu(cpu, 0);
+	}
 	return 0;
 }
 
@@ -411,8 +423,11 @@ int hl_running(u64 *ctx)
 	else
 		fair_served(o, s, now);
 	if (t) {
-		fair_started(t, llc_of(cpu));
-		s->deadline = fair_deadline(t, task_weight(p, t, c), p->scx.slice);
+		u64 w = task_weight(p, t, c);
+		u32 f = frame_of(cpu, p->nr_cpus_allowed == 1);
+
+		fair_started(t, c, w, f);
+		s->deadline = (s64)(fair_deadline(t, w, p->scx.slice) - frame_clock(f));
 	}
 	/*
 	 * A guard turn runs to its end, shielded: a lane wake-up that
@@ -436,7 +451,8 @@ int hl_stopping(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
 	bool runnable = ctx[1];
-	struct hl_cpu_shared *s = shared_of(bpf_get_smp_processor_id());
+	s32 cpu = bpf_get_smp_processor_id();
+	struct hl_cpu_shared *s = shared_of(cpu);
 	struct hl_cpu_own *o = own_get();
 	struct hl_task *t = task_ctx(p);
 	u64 used;
@@ -459,7 +475,7 @@ int hl_stopping(u64 *ctx)
 	if (o->lane)
 		o->lane_ns += used;
 	else if (t)
-		fair_charge(p, t, class_get(o->class_id), used);
+		fair_charge(p, t, class_get(o->class_id), used, cpu);
 	return 0;
 }
 
@@ -513,8 +529,8 @@ s32 hl_init_task(u64 *ctx)
 		__sync_fetch_and_add(&hl_classify_storage_failures, 1);
 		return 0;
 	}
-	t->llc = llc_of(scx_bpf_task_cpu(p));
-	t->vruntime = llc_clock(t->llc);
+	t->frame = frame_of(scx_bpf_task_cpu(p), p->nr_cpus_allowed == 1);
+	t->vruntime = frame_clock(t->frame);
 	t->burst = min_slice_ns;
 	if (__builtin_preserve_field_info(args->cgroup, 2 /* BPF_FIELD_EXISTS */))
 		t->cgroup_id = cgroup_id(args->cgroup);
@@ -607,10 +623,39 @@ int hl_cpu_online(u64 *ctx)
 	return 0;
 }
 
+#define HL_DRAIN_MAX 65536	/* tasks an offline CPU's own queue is emptied of, at most */
+
+/*
+ * A CPU going offline leaves its own queue behind, and nothing else may
+ * take those tasks (they may run on it alone): the kernel waits for the
+ * CPU to empty and never dispatches to it again, so the hot-unplug hung,
+ * and every sched_setaffinity() with it. They go to the global queue,
+ * which the dying CPU still drains; the kernel then moves them elsewhere
+ * (breaking their affinity, as it does for every task of a dying CPU).
+ * cpu_offline runs unlocked, where moving tasks between queues is allowed.
+ */
+static __always_inline void drain_pinned(s32 cpu)
+{
+	struct bpf_iter_scx_dsq it;
+	struct task_struct *p;
+	int i;
+
+	if (bpf_iter_scx_dsq_new(&it, HL_DSQ_PINNED(cpu), 0) == 0) {
+		for_each_num(i, 0, HL_DRAIN_MAX) {
+			p = bpf_iter_scx_dsq_next(&it);
+			if (!p)
+				break;
+			hl_dsq_move(&it, p, HL_DSQ_GLOBAL, 0);
+		}
+	}
+	bpf_iter_scx_dsq_destroy(&it);
+}
+
 SEC("struct_ops/hl_cpu_offline")
 int hl_cpu_offline(u64 *ctx)
 {
 	cpu_reset(ctx[0]);
+	drain_pinned(ctx[0]);
 	return 0;
 }
 
@@ -652,6 +697,8 @@ int hl_exit(u64 *ctx)
 	exit_info.exit_code = ei->exit_code;
 	bpf_probe_read_kernel_str(exit_info.reason, sizeof(exit_info.reason), ei->reason);
 	bpf_probe_read_kernel_str(exit_info.msg, sizeof(exit_info.msg), ei->msg);
+	if (ei->dump)
+		bpf_probe_read_kernel_str(exit_info.dump, sizeof(exit_info.dump), ei->dump);
 	return 0;
 }
 

@@ -19,11 +19,11 @@ const (
 	Sched612MapCgroupWeights             = "cgroup_weights"
 	Sched612MapCpuOwn                    = "cpu_own"
 	Sched612MapCpuShared                 = "cpu_shared"
+	Sched612MapFrames                    = "frames"
 	Sched612MapHlDevProcs                = "hl_dev_procs"
 	Sched612MapHlDevThreads              = "hl_dev_threads"
 	Sched612MapHlTasks                   = "hl_tasks"
 	Sched612MapHotlaneOps                = "hotlane_ops"
-	Sched612MapLlcs                      = "llcs"
 	Sched612MapStats                     = "stats"
 	Sched612ProgHlCgroupExit             = "hl_cgroup_exit"
 	Sched612ProgHlCgroupInit             = "hl_cgroup_init"
@@ -145,11 +145,11 @@ type Sched612MapSpecs struct {
 	CgroupWeights *ebpf.MapSpec `ebpf:"cgroup_weights"`
 	CpuOwn        *ebpf.MapSpec `ebpf:"cpu_own"`
 	CpuShared     *ebpf.MapSpec `ebpf:"cpu_shared"`
+	Frames        *ebpf.MapSpec `ebpf:"frames"`
 	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
 	HlTasks       *ebpf.MapSpec `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
-	Llcs          *ebpf.MapSpec `ebpf:"llcs"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -207,11 +207,11 @@ type Sched612Maps struct {
 	CgroupWeights *ebpf.Map `ebpf:"cgroup_weights"`
 	CpuOwn        *ebpf.Map `ebpf:"cpu_own"`
 	CpuShared     *ebpf.Map `ebpf:"cpu_shared"`
+	Frames        *ebpf.Map `ebpf:"frames"`
 	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
 	HlTasks       *ebpf.Map `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
-	Llcs          *ebpf.Map `ebpf:"llcs"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 }
 
@@ -220,11 +220,11 @@ func (m *Sched612Maps) Close() error {
 		m.CgroupWeights,
 		m.CpuOwn,
 		m.CpuShared,
+		m.Frames,
 		m.HlDevProcs,
 		m.HlDevThreads,
 		m.HlTasks,
 		m.HotlaneOps,
-		m.Llcs,
 		m.Stats,
 	)
 }

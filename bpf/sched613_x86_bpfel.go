@@ -19,11 +19,11 @@ const (
 	Sched613MapCgroupWeights             = "cgroup_weights"
 	Sched613MapCpuOwn                    = "cpu_own"
 	Sched613MapCpuShared                 = "cpu_shared"
+	Sched613MapFrames                    = "frames"
 	Sched613MapHlDevProcs                = "hl_dev_procs"
 	Sched613MapHlDevThreads              = "hl_dev_threads"
 	Sched613MapHlTasks                   = "hl_tasks"
 	Sched613MapHotlaneOps                = "hotlane_ops"
-	Sched613MapLlcs                      = "llcs"
 	Sched613MapStats                     = "stats"
 	Sched613ProgHlCgroupExit             = "hl_cgroup_exit"
 	Sched613ProgHlCgroupInit             = "hl_cgroup_init"
@@ -145,11 +145,11 @@ type Sched613MapSpecs struct {
 	CgroupWeights *ebpf.MapSpec `ebpf:"cgroup_weights"`
 	CpuOwn        *ebpf.MapSpec `ebpf:"cpu_own"`
 	CpuShared     *ebpf.MapSpec `ebpf:"cpu_shared"`
+	Frames        *ebpf.MapSpec `ebpf:"frames"`
 	HlDevProcs    *ebpf.MapSpec `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
 	HlTasks       *ebpf.MapSpec `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
-	Llcs          *ebpf.MapSpec `ebpf:"llcs"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -207,11 +207,11 @@ type Sched613Maps struct {
 	CgroupWeights *ebpf.Map `ebpf:"cgroup_weights"`
 	CpuOwn        *ebpf.Map `ebpf:"cpu_own"`
 	CpuShared     *ebpf.Map `ebpf:"cpu_shared"`
+	Frames        *ebpf.Map `ebpf:"frames"`
 	HlDevProcs    *ebpf.Map `ebpf:"hl_dev_procs"`
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
 	HlTasks       *ebpf.Map `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
-	Llcs          *ebpf.Map `ebpf:"llcs"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 }
 
@@ -220,11 +220,11 @@ func (m *Sched613Maps) Close() error {
 		m.CgroupWeights,
 		m.CpuOwn,
 		m.CpuShared,
+		m.Frames,
 		m.HlDevProcs,
 		m.HlDevThreads,
 		m.HlTasks,
 		m.HotlaneOps,
-		m.Llcs,
 		m.Stats,
 	)
 }

@@ -119,11 +119,14 @@ func classesAgree(t *testing.T, what string, s *sched.Scheduler, tr *verify.Trac
 // "device_process" every thread of the process joins when one of them
 // uses the device. The tracer, loaded beside the scheduler with the same
 // policy, classifies every thread as the scheduler does at every step.
+// The matchers stay for 5 s after a use: a poll of both (the tracer's
+// per-task table read whole) took over a second in a TCG guest, and with
+// 1 s the class came and went between two polls.
 func TestGuestDeviceMatchersJoinTheLane(t *testing.T) {
 	vmtest.RequireGuest(t)
 	p, err := policy.Parse("device-policy", []byte(`{"classes": [
-		{"name": "accel", "high_priority": true, "preempt": true, "match": [{"device": "/dev/full", "idle": "1s"}]},
-		{"name": "accelproc", "high_priority": true, "match": [{"device_process": "1:5", "idle": "1s"}]},
+		{"name": "accel", "high_priority": true, "preempt": true, "match": [{"device": "/dev/full", "idle": "5s"}]},
+		{"name": "accelproc", "high_priority": true, "match": [{"device_process": "1:5", "idle": "5s"}]},
 		{"name": "normal"}]}`))
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,10 +43,7 @@ func TestVMFault(t *testing.T) {
 // matches them too, and they should not cost CI their time twice.
 func requireFaultBoot(t *testing.T) {
 	t.Helper()
-	vmtest.RequireGuest(t)
-	if f := flag.Lookup("test.run"); f == nil || !strings.Contains(f.Value.String(), "Fault") {
-		t.Skip("runs in TestVMFault's boot")
-	}
+	vmtest.RequireBoot(t, "Fault", "TestVMFault")
 }
 
 // churnEnv makes the process move itself between cgroups and rename

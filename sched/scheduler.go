@@ -453,6 +453,10 @@ type ExitInfo struct {
 	ExitCode int64  `json:"exit_code"`
 	Reason   string `json:"reason"`
 	Message  string `json:"message,omitempty"`
+	// Dump is the kernel's account of what every CPU and queue held at
+	// an error exit (a watchdog stall names the task that waited), as
+	// much as fits in 16 KiB.
+	Dump string `json:"dump,omitempty"`
 }
 
 // IsError reports whether the exit was an error (SCX_EXIT_ERROR and up:
@@ -476,6 +480,7 @@ type exitRecord struct {
 	ExitCode int64
 	Reason   [128]byte
 	Msg      [1024]byte
+	Dump     [16384]byte
 }
 
 // Exited returns the exit information once the kernel has ended the
@@ -498,6 +503,7 @@ func (s *Scheduler) Exited() (ExitInfo, bool, error) {
 		ExitCode: rec.ExitCode,
 		Reason:   strings.TrimSpace(cstr.String(rec.Reason[:])),
 		Message:  strings.TrimSpace(cstr.String(rec.Msg[:])),
+		Dump:     strings.TrimSpace(cstr.String(rec.Dump[:])),
 	}, true, nil
 }
 

@@ -28,6 +28,7 @@ type statsRecord struct {
 	LaneQueued      uint64
 	LaneSteals      uint64
 	PinnedLocal     uint64
+	PinnedUnserved  uint64
 }
 
 // ClassStats are one class's counters.
@@ -75,6 +76,9 @@ type Stats struct {
 	// PinnedLocal counts tasks that could not leave their CPU (migration
 	// disabled) queued on it.
 	PinnedLocal uint64 `json:"pinned_local"`
+	// PinnedUnserved counts dispatches that moved nothing while tasks
+	// waited in the CPU's own queue: a CPU left idle beside its work.
+	PinnedUnserved uint64 `json:"pinned_unserved"`
 	// ClassifyUncached counts classifications that could not be cached
 	// (task storage unavailable): those tasks were classified afresh,
 	// correctly but at a higher cost.
@@ -110,6 +114,7 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.LaneQueued += r.LaneQueued
 		sum.LaneSteals += r.LaneSteals
 		sum.PinnedLocal += r.PinnedLocal
+		sum.PinnedUnserved += r.PinnedUnserved
 	}
 	now := time.Now()
 	st := sum.stats(s.classes, now)
@@ -139,6 +144,7 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		LaneQueued:      r.LaneQueued,
 		LaneSteals:      r.LaneSteals,
 		PinnedLocal:     r.PinnedLocal,
+		PinnedUnserved:  r.PinnedUnserved,
 	}
 	for i, name := range classes {
 		st.Classes = append(st.Classes, ClassStats{Class: name, Enqueued: r.Enqueued[i], Dispatched: r.Dispatched[i], DirectIdle: r.DirectIdle[i]})
@@ -170,6 +176,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.LaneQueued -= prev.LaneQueued
 	d.LaneSteals -= prev.LaneSteals
 	d.PinnedLocal -= prev.PinnedLocal
+	d.PinnedUnserved -= prev.PinnedUnserved
 	d.ClassifyUncached -= prev.ClassifyUncached
 	d.DeviceUsesLost -= prev.DeviceUsesLost
 	return d
@@ -182,9 +189,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d lane-queued %d lane-steal %d pinned-local %d",
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
 		s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased,
-		s.FairPreempts, s.FairSteals, s.LaneQueued, s.LaneSteals, s.PinnedLocal)
+		s.FairPreempts, s.FairSteals, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

@@ -24,7 +24,7 @@ type taskRecord struct {
 	Burst        uint64
 	Ran          uint64
 	TaskCgroupID uint64
-	LLC          uint32
+	Frame        uint32
 	Yielded      uint32
 }
 

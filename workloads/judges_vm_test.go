@@ -42,7 +42,7 @@ func TestVMJudges(t *testing.T) {
 // EEVDF's. Behaviour, not timings: which scheduler did better is not
 // asserted.
 func TestGuestJudges(t *testing.T) {
-	vmtest.RequireGuest(t)
+	vmtest.RequireBoot(t, "Judges", "TestVMJudges")
 	out := t.TempDir()
 	text := runBench(t, "--workload", workloads.WorkloadJudges, "--schedulers", "eevdf,hotlane",
 		"--duration", "10s", "--warmup", "2s", "--repeats", "1", "--bound", "", "--out", out)
@@ -169,7 +169,7 @@ func TestVMScaleJudges(t *testing.T) {
 // results the host reads. A variant that fails or is skipped is in the
 // report, not a failure here: the table says so.
 func TestGuestScaleJudges(t *testing.T) {
-	vmtest.RequireGuest(t)
+	vmtest.RequireBoot(t, "ScaleJudges", "TestVMScaleJudges")
 	out := os.Getenv("HOTLANE_RESULTS")
 	if out == "" {
 		t.Fatal("HOTLANE_RESULTS is not set in the guest")

@@ -79,7 +79,7 @@ enum hl_cpu_state {
 
 struct hl_cpu_shared {
 	u64 started_at;	/* when the running task started */
-	u64 deadline;	/* the running fair task's deadline */
+	s64 deadline;	/* the running fair task's deadline, from its queue's clock */
 	s64 claim;	/* the lane task woken into this CPU's local queue (claim_word); 0 none */
 	u32 state;	/* enum hl_cpu_state */
 } __attribute__((aligned(64)));
@@ -123,21 +123,28 @@ static __always_inline struct hl_cpu_own *own_get(void)
 	return bpf_map_lookup_elem(&cpu_own, &zero);
 }
 
-/* Per LLC: the fair queue's clock (sched_fair.bpf.h), in its own line. */
-struct hl_llc {
+/*
+ * A fair queue's clock (sched_fair.bpf.h), in a line of its own: frame f
+ * < HL_MAX_LLCS is LLC f's shared queue, HL_MAX_LLCS + c CPU c's own
+ * queue. Each queue has its own: its tasks advance at their own pace.
+ */
+#define HL_FRAMES (HL_MAX_LLCS + HL_MAX_CPUS)
+
+struct hl_frame {
 	u64 vclock;
 } __attribute__((aligned(64)));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, HL_MAX_LLCS);
+	__uint(max_entries, HL_FRAMES);
 	__type(key, u32);
-	__type(value, struct hl_llc);
-} llcs SEC(".maps");
+	__type(value, struct hl_frame);
+} frames SEC(".maps");
 
-static __always_inline struct hl_llc *llc_get(u32 llc)
+/* The frame of the fair queue a task goes to on cpu. */
+static __always_inline u32 frame_of(s32 cpu, bool pinned)
 {
-	return bpf_map_lookup_elem(&llcs, &llc);
+	return pinned ? HL_MAX_LLCS + ((u32)cpu & (HL_MAX_CPUS - 1)) : llc_of(cpu);
 }
 
 /*
@@ -146,12 +153,12 @@ static __always_inline struct hl_llc *llc_get(u32 llc)
  */
 struct hl_task {
 	struct hl_task_class cls;
-	u64 vruntime;	/* fair virtual time, in the frame of LLC llc's clock */
+	u64 vruntime;	/* fair virtual time, in the frame of its queue's clock */
 	s64 lag;	/* clock - vruntime when it last slept, bounded */
 	u64 burst;	/* running average of the CPU time between its sleeps */
 	u64 ran;	/* CPU time since it last woke */
 	u64 cgroup_id;	/* its cgroup v2 cgroup, for cpu.weight */
-	u32 llc;
+	u32 frame;	/* the queue whose clock vruntime is measured from */
 	u32 yielded;	/* it called sched_yield(): its next deadline is a slice out */
 };
 
@@ -202,6 +209,7 @@ struct hl_stats {
 	u64 lane_queued;	/* lane wake-ups that found no CPU to take */
 	u64 lane_steals;	/* lane tasks taken from another LLC's queue */
 	u64 pinned_local;	/* migration-disabled tasks queued on their own CPU */
+	u64 pinned_unserved;	/* dispatches that left this CPU's own queue waiting */
 };
 
 struct {

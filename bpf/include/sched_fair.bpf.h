@@ -1,13 +1,14 @@
 /*
  * sched_fair.bpf.h - the fair class: every task not in the lane, by EEVDF's
- * rules per LLC (docs/design.md, "The fair class"): vruntime charged by
- * weight (class x nice x cgroup cpu.weight), a clock per LLC, lag kept
+ * rules per queue (docs/design.md, "The fair class"): vruntime charged by
+ * weight (class x nice x cgroup cpu.weight), a clock per queue, lag kept
  * across sleep and bounded, queues in deadline order, slices that shrink
  * with the queue and with weight, and wake-up preemption of a later
  * deadline.
  *
- * Frames: a vruntime is relative to the clock of LLC t->llc. A task that
- * moves to another LLC keeps its distance from the clock (rebase()).
+ * Frames: a vruntime is relative to the clock of the queue t->frame (an
+ * LLC's, or a CPU's own). A task that moves to another queue keeps its
+ * distance from the clock (rebase()).
  */
 #ifndef HOTLANE_SCHED_FAIR_BPF_H
 #define HOTLANE_SCHED_FAIR_BPF_H
@@ -72,83 +73,141 @@ static __always_inline u64 fair_deadline(struct hl_task *t, u64 weight, u64 slic
 	return t->vruntime + to_vtime(req, weight);
 }
 
-static __always_inline u64 llc_clock(u32 llc)
+static __always_inline u64 frame_clock(u32 f)
 {
-	struct hl_llc *l = llc_get(llc);
+	struct hl_frame *fr = bpf_map_lookup_elem(&frames, &f);
 
-	return l ? l->vclock : 0;
+	return fr ? fr->vclock : 0;
 }
 
-/* Moves t's vruntime into the frame of llc, at the same distance from
- * its clock. */
-static __always_inline void rebase(struct hl_task *t, u32 llc)
+/* Moves t's vruntime into frame f, at the same distance from its clock;
+ * true if it came from another frame. */
+static __always_inline bool rebase(struct hl_task *t, u32 f)
 {
-	if (t->llc == llc)
-		return;
-	t->vruntime = t->vruntime - llc_clock(t->llc) + llc_clock(llc);
-	t->llc = llc;
+	if (t->frame == f)
+		return false;
+	t->vruntime = t->vruntime - frame_clock(t->frame) + frame_clock(f);
+	t->frame = f;
+	return true;
 }
 
-/* A task wakes at its lag from the clock of the LLC it wakes in. */
-static __always_inline void fair_wake(struct hl_task *t, u32 llc)
+/* A task wakes at its lag from the clock of the queue it wakes into. */
+static __always_inline void fair_wake(struct task_struct *p, struct hl_task *t)
 {
-	t->llc = llc;
-	t->vruntime = llc_clock(llc) - t->lag;
+	t->frame = frame_of(scx_bpf_task_cpu(p), p->nr_cpus_allowed == 1);
+	t->vruntime = frame_clock(t->frame) - t->lag;
 	t->ran = 0;
 }
 
 /*
- * A task goes to sleep: its lag is kept, at most one request ahead of the
- * clock and two slices behind it, and its burst joins the running average
- * its next deadlines are measured with.
+ * How far a task's vruntime may stand from its clock: at most one request
+ * ahead of it (credit) and two of its slices behind it (debt).
+ */
+static __always_inline s64 clamp_lag(struct hl_task *t, u64 slice, u64 w, s64 lag)
+{
+	s64 ahead = to_vtime(t->burst > min_slice_ns ? t->burst : min_slice_ns, w);
+	s64 behind = -2 * (s64)to_vtime(slice, w);
+
+	return lag > ahead ? ahead : lag < behind ? behind : lag;
+}
+
+/*
+ * A task goes to sleep: its lag is kept, bounded, and its burst joins the
+ * running average its next deadlines are measured with.
  */
 static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
 				       const volatile struct hl_class *c)
 {
-	u64 w = task_weight(p, t, c);
-	s64 lag = (s64)(llc_clock(t->llc) - t->vruntime);
-	s64 ahead = to_vtime(t->burst > min_slice_ns ? t->burst : min_slice_ns, w);
-	s64 behind = -2 * (s64)to_vtime(c->slice_ns, w);
-
-	t->lag = lag > ahead ? ahead : lag < behind ? behind : lag;
+	t->lag = clamp_lag(t, c->slice_ns, task_weight(p, t, c), (s64)(frame_clock(t->frame) - t->vruntime));
 	t->burst = (3 * t->burst + t->ran) / 4;
 	t->ran = 0;
 }
 
-/* The clock is where the last fair task to start on its LLC stood. */
-static __always_inline void fair_started(struct hl_task *t, u32 llc)
+/*
+ * Every task queued or started stands within the same bounds of its
+ * queue's clock as a sleeper wakes in: one request ahead, two class
+ * slices behind. A task that came from another queue, or ran far ahead
+ * while alone, would otherwise wait for every task of its queue to catch
+ * up with it: threads newly pinned to one CPU starved for 6 s that way,
+ * and a spinner 45 s of vruntime ahead of its queue, until the watchdog
+ * ejected the scheduler. The bound is the class's slice, not the shorter
+ * one a crowded queue hands out: a nice-19 task that overran a 0.5 ms
+ * slice to the next tick owes 68x that overrun, and a bound at the short
+ * slice forgave it and gave nice 19 a third of a CPU beside nice 0.
+ */
+static __always_inline void fair_bound(struct hl_task *t, const volatile struct hl_class *c, u64 w, u32 f)
 {
-	struct hl_llc *l;
+	u64 clock = frame_clock(f);
 
-	rebase(t, llc);
-	l = llc_get(llc);
-	if (l && l->vclock != t->vruntime)
-		l->vclock = t->vruntime;
+	t->vruntime = clock - clamp_lag(t, c->slice_ns, w, (s64)(clock - t->vruntime));
 }
 
-/* Charges the CPU time a fair task used. */
-static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t,
-					const volatile struct hl_class *c, u64 used)
+/*
+ * A queue's clock is the furthest a task stood when it started from it
+ * (held to its bounds first). Tasks start in deadline order, so the clock
+ * is where the head of the queue stands. It never moves back: a task
+ * that started with credit (behind the clock) set it back by that credit,
+ * the tasks queued after it were held to the lower clock, and a task
+ * among 64 spinners pinned to one CPU waited 6 s for the queue's front to
+ * reach its deadline. A clock at the largest vruntime that ever
+ * ran put every wake-up behind every waiting CPU hog (ping-pong wakers did
+ * 0.07-0.6x EEVDF's work beside them), and ran away from the queue so far
+ * that every task was held at its bound and weights stopped counting; one
+ * clock for an LLC's shared queue and its CPUs' own queues spread a CPU's
+ * queue over 80 ms of vruntime, which its last tasks waited 5 s to reach.
+ */
+static __always_inline void fair_started(struct hl_task *t, const volatile struct hl_class *c, u64 w, u32 f)
 {
+	struct hl_frame *fr;
+
+	rebase(t, f);
+	fair_bound(t, c, w, f);
+	fr = bpf_map_lookup_elem(&frames, &f);
+	if (fr && (s64)(t->vruntime - fr->vclock) > 0)
+		fr->vclock = t->vruntime;
+}
+
+/*
+ * Charges the CPU time a fair task used on cpu. Time the CPU gave a task
+ * from elsewhere (its LLC's queue) also moves its own queue's clock on, as
+ * much as a nice-0 task's vruntime would move: the tasks waiting there are
+ * measured from that clock, which otherwise moves only when one of them
+ * starts. Without it, a task pinned here with a later deadline than the
+ * LLC's stream of short wake-ups (a nice-19 spinner; a thread that sleeps
+ * between 1 ms rounds) waited 5 s while the CPU served the LLC, until the
+ * watchdog ejected the scheduler.
+ */
+static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t,
+					const volatile struct hl_class *c, u64 used, s32 cpu)
+{
+	u32 own = frame_of(cpu, true);
+	struct hl_frame *fr;
+
 	t->vruntime += to_vtime(used, task_weight(p, t, c));
 	t->ran += used;
+	if (t->frame != own) {
+		fr = bpf_map_lookup_elem(&frames, &own);
+		if (fr)
+			fr->vclock += used;
+	}
 }
 
 #define HL_FAIR_PROBES 2	/* CPUs of the LLC a fair wake-up looks at, besides its own */
 
 /*
- * Which CPU should a fair task with deadline dl, queued for cpu's LLC,
- * preempt, if any? A CPU running a fair task with a later deadline that
+ * Which CPU should a fair task with deadline dl (from its queue's clock),
+ * queued for cpu's LLC, preempt, if any? A CPU running a fair task with a later deadline that
  * has run min_slice (without that floor, two wakers would take turns
  * preempting each other): the task's own CPU, else the latest deadline
  * among a few CPUs of the LLC from a random place. EEVDF preempts on the
  * woken task's runqueue; here any CPU of the LLC may take it from the
  * shared queue, so one that should is made to.
  */
-static __always_inline s32 fair_victim(struct task_struct *p, s32 cpu, u32 llc, u64 dl)
+static __always_inline s32 fair_victim(struct task_struct *p, s32 cpu, u32 llc, s64 dl)
 {
 	u32 n = llc_size[llc], first = llc_first[llc], start, k;
-	u64 now = bpf_ktime_get_ns(), latest = dl;
+	u64 now = bpf_ktime_get_ns();
+	s64 latest = dl;
 	struct hl_cpu_shared *s;
 	s32 victim = -1, c;
 
@@ -161,7 +220,7 @@ static __always_inline s32 fair_victim(struct task_struct *p, s32 cpu, u32 llc, 
 		}
 		s = shared_of(c);
 		if (!s || s->state != HL_CPU_FAIR || now - s->started_at < min_slice_ns ||
-		    (s64)(s->deadline - latest) <= 0 || !allowed_on(p, c))
+		    s->deadline <= latest || !allowed_on(p, c))
 			continue;
 		victim = c;
 		latest = s->deadline;
@@ -181,35 +240,43 @@ static __always_inline void fair_enqueue(struct task_struct *p, struct hl_task *
 {
 	s32 cpu = scx_bpf_task_cpu(p), target, idle;
 	bool pinned = p->nr_cpus_allowed == 1;
-	u64 w, slice, dl, dsq;
-	u32 llc;
+	u64 w, slice, dl, dsq, clock;
+	u32 llc, f;
 
 	if (!allowed_on(p, cpu))
 		cpu = bpf_cpumask_first(p->cpus_ptr);
 	llc = llc_of(cpu);
+	f = frame_of(cpu, pinned);
 	dsq = pinned ? HL_DSQ_PINNED(cpu) : HL_DSQ_FAIR(llc);
 	w = task_weight(p, t, c);
 	slice = fair_slice(c, w, dsq, pinned ? 1 : llc_size[llc]);
+	clock = frame_clock(f);
 	if (t) {
-		rebase(t, llc);
+		rebase(t, f);
+		fair_bound(t, c, w, f);
 		dl = fair_deadline(t, w, slice);
 		t->yielded = 0;
 	} else {
-		dl = llc_clock(llc); /* no context: queued as if at the clock */
+		dl = clock; /* no context: queued as if at the clock */
 	}
 	hl_dsq_insert_vtime(p, dsq, slice, dl, enq_flags);
 
 	if (enq_flags & HL_ENQ_WAKEUP) {
-		target = fair_victim(p, cpu, llc, dl);
+		target = fair_victim(p, cpu, llc, (s64)(dl - clock));
 		if (target >= 0) {
 			scx_bpf_kick_cpu(target, HL_KICK_PREEMPT);
 			stat_inc(fair_preempts);
 			return;
 		}
 	}
-	/* A queued task must not wait while a CPU it may use idles. */
-	idle = pinned ? (scx_bpf_test_and_clear_cpu_idle(cpu) ? cpu : -1) :
-			scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	/*
+	 * A queued task must not wait while a CPU it may use idles. A task
+	 * that may run on one CPU alone always kicks it: an idle kick wakes
+	 * a CPU that is idle or still deciding to be (in balance), and only
+	 * that CPU will ever serve its queue. Asking the idle mask first
+	 * raced with that CPU going idle and stranded the queue for good.
+	 */
+	idle = pinned ? cpu : scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 	if (idle >= 0) {
 		scx_bpf_kick_cpu(idle, HL_KICK_IDLE);
 		stat_inc(idle_kicks);
@@ -229,18 +296,33 @@ static __always_inline void fair_yield(struct hl_task *t)
 	t->yielded = 1;
 }
 
-/* The deadline at the head of a queue, if it holds a task. */
-static __always_inline bool dsq_head_deadline(u64 dsq, u64 *dl)
+#define HL_PEEK_MAX 16	/* tasks of a shared queue looked at for one this CPU may run */
+
+/*
+ * The deadline of the first task in dsq that may run on cpu, if one of
+ * the first HL_PEEK_MAX may. The head of an LLC's queue may be a task
+ * confined elsewhere (a cpuset); compared by its deadline, it would keep
+ * this CPU from its own queue while the kernel moved some later task in
+ * its place. Its own queue starved for seconds that way, behind a
+ * cpuset-confined spinner, until the watchdog ejected the scheduler.
+ */
+static __always_inline bool first_deadline(u64 dsq, s32 cpu, u64 *dl)
 {
 	struct bpf_iter_scx_dsq it;
 	struct task_struct *p;
 	bool found = false;
+	int i;
 
 	if (bpf_iter_scx_dsq_new(&it, dsq, 0) == 0) {
-		p = bpf_iter_scx_dsq_next(&it);
-		if (p) {
-			*dl = p->scx.dsq_vtime;
-			found = true;
+		for_each_num(i, 0, HL_PEEK_MAX) {
+			p = bpf_iter_scx_dsq_next(&it);
+			if (!p)
+				break;
+			if (p->nr_cpus_allowed >= nr_cpus || bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+				*dl = p->scx.dsq_vtime;
+				found = true;
+				break;
+			}
 		}
 	}
 	bpf_iter_scx_dsq_destroy(&it);
@@ -248,20 +330,44 @@ static __always_inline bool dsq_head_deadline(u64 dsq, u64 *dl)
 }
 
 /*
+ * Moves the first task of a CPU's own queue into that CPU's local queue,
+ * through the iterator that yields it. (scx_bpf_dsq_move_to_local() on
+ * such a queue failed hundreds of times a minute on 7.3 with its first
+ * task on this CPU and runnable here, leaving the CPU idle beside 64
+ * tasks until the watchdog fired.)
+ */
+static __always_inline bool move_first(u64 dsq, s32 cpu)
+{
+	struct bpf_iter_scx_dsq it;
+	struct task_struct *p;
+	bool moved = false;
+
+	if (bpf_iter_scx_dsq_new(&it, dsq, 0) == 0) {
+		p = bpf_iter_scx_dsq_next(&it);
+		if (p)
+			moved = hl_dsq_move(&it, p, HL_DSQ_LOCAL_ON | cpu, 0);
+	}
+	bpf_iter_scx_dsq_destroy(&it);
+	return moved;
+}
+
+/*
  * Moves the fair task with the earliest deadline this CPU may run into
- * its local queue: from its own queue or its LLC's, whichever heads with
- * the earlier deadline (both are in the LLC's frame).
+ * its local queue: from its own queue or its LLC's, whichever offers the
+ * earlier deadline, each measured from its queue's clock.
  */
 static __always_inline bool fair_take(s32 cpu, u32 llc)
 {
 	u64 pinned = HL_DSQ_PINNED(cpu), shared = HL_DSQ_FAIR(llc), dp, ds;
 
-	if (scx_bpf_dsq_nr_queued(pinned) > 0 && dsq_head_deadline(pinned, &dp) &&
-	    (!dsq_head_deadline(shared, &ds) || (s64)(dp - ds) <= 0) && hl_dsq_move_to_local(pinned))
+	if (scx_bpf_dsq_nr_queued(pinned) > 0 && first_deadline(pinned, cpu, &dp) &&
+	    (!first_deadline(shared, cpu, &ds) ||
+	     (s64)(dp - frame_clock(frame_of(cpu, true))) <= (s64)(ds - frame_clock(llc))) &&
+	    move_first(pinned, cpu))
 		return true;
 	if (hl_dsq_move_to_local(shared))
 		return true;
-	return hl_dsq_move_to_local(pinned);
+	return move_first(pinned, cpu);
 }
 
 /* Do fair tasks wait that this CPU may be able to run? */

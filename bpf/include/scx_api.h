@@ -47,7 +47,9 @@ void scx_bpf_error_bstr(char *fmt, unsigned long long *data, u32 data__sz) __ksy
 
 /*
  * Walking a DSQ: new/next/destroy form an open-coded iterator, so the
- * verifier needs no loop bound; destroy is due even when new fails.
+ * verifier needs no loop bound; destroy is due even when new fails. A task
+ * the walk yields can be moved to another DSQ with hl_dsq_move() while the
+ * iterator is live.
  */
 int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __ksym;
 struct task_struct *bpf_iter_scx_dsq_next(struct bpf_iter_scx_dsq *it) __ksym;
@@ -61,6 +63,9 @@ bool scx_bpf_consume(u64 dsq_id) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dispatch(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dispatch_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_consume(dsq)
+bool scx_bpf_dispatch_from_dsq(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p,
+			       u64 dsq_id, u64 enq_flags) __ksym;
+#define hl_dsq_move(it, p, dsq, fl) scx_bpf_dispatch_from_dsq(it, p, dsq, fl)
 u32 scx_bpf_reenqueue_local(void) __ksym;
 #define hl_reenqueue_local() scx_bpf_reenqueue_local()
 
@@ -72,6 +77,9 @@ bool scx_bpf_dsq_move_to_local(u64 dsq_id) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dsq_insert(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dsq_insert_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_dsq_move_to_local(dsq)
+bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id,
+		      u64 enq_flags) __ksym;
+#define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
 u32 scx_bpf_reenqueue_local(void) __ksym;
 #define hl_reenqueue_local() scx_bpf_reenqueue_local()
 
@@ -84,6 +92,9 @@ bool scx_bpf_dsq_move_to_local___v2(u64 dsq_id, u64 enq_flags) __ksym;
 #define hl_dsq_insert(p, dsq, slice, fl) scx_bpf_dsq_insert___v2(p, dsq, slice, fl)
 #define hl_dsq_insert_vtime(p, dsq, slice, vt, fl) scx_bpf_dsq_insert_vtime(p, dsq, slice, vt, fl)
 #define hl_dsq_move_to_local(dsq) scx_bpf_dsq_move_to_local___v2(dsq, 0)
+bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id,
+		      u64 enq_flags) __ksym;
+#define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
 void scx_bpf_reenqueue_local___v2(void) __ksym;
 #define hl_reenqueue_local() scx_bpf_reenqueue_local___v2()
 
@@ -110,6 +121,7 @@ void scx_bpf_reenqueue_local___v2(void) __ksym;
 #define HL_ENQ_REENQ	HL_ENUM(scx_enq_flags, SCX_ENQ_REENQ)
 #define HL_TASK_QUEUED	HL_ENUM(scx_ent_flags, SCX_TASK_QUEUED)
 #define HL_DEQ_SLEEP	HL_ENUM(scx_deq_flags, SCX_DEQ_SLEEP)
+#define HL_DSQ_GLOBAL	HL_ENUM(scx_dsq_id_flags, SCX_DSQ_GLOBAL)
 
 /*
  * scx_bpf_error() with up to three arguments: the kfunc takes the format

@@ -199,6 +199,9 @@ Flags:
 		return exitError
 	}
 	fmt.Fprintf(os.Stderr, "hotlane: scheduler exited: %s\n", info)
+	if info.IsError() && info.Dump != "" {
+		fmt.Fprintf(os.Stderr, "hotlane: the kernel's dump at the exit:\n%s\n", info.Dump)
+	}
 	if info.IsError() {
 		if *restarts > 0 && used == *restarts {
 			fmt.Fprintf(os.Stderr, "hotlane: giving up after %d restarts\n", used)

@@ -11,6 +11,7 @@ package vmtest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -70,6 +71,18 @@ func RequireGuest(t testing.TB) {
 	t.Helper()
 	if !vm.InGuest() {
 		t.Skip("runs only inside the sched_ext VM; the host-side test that boots it runs it there")
+	}
+}
+
+// RequireBoot skips the test unless it runs inside the VM booted by the
+// host test named host, whose -test.run pattern holds word: tests that need
+// a guest of their own shape (more CPUs, the judges, a long run) share a
+// package with the tests of the plain boot, whose "^TestGuest" matches them.
+func RequireBoot(t testing.TB, word, host string) {
+	t.Helper()
+	RequireGuest(t)
+	if f := flag.Lookup("test.run"); f == nil || !strings.Contains(f.Value.String(), word) {
+		t.Skipf("runs in %s's boot", host)
 	}
 }
 
