@@ -79,6 +79,9 @@ type Run struct {
 	Rounds   int           `json:"rounds"`
 	// Ops is the sched_ext scheduler the kernel reported running.
 	Ops string `json:"ops,omitempty"`
+	// Enable is, per round, how long the sched_ext scheduler took from
+	// its start to sched_ext enabled (loading, verification, enabling).
+	Enable []time.Duration `json:"enable_ns,omitempty"`
 	// Failure is set when the variant could not start or ended before
 	// the run did; its samples are then incomplete.
 	Failure string `json:"failure,omitempty"`
@@ -358,6 +361,7 @@ func (b Bench) start(v Variant, table *policy.Table, r *Run) (stop func(), alive
 	if status.State != "" && status.State != "disabled" {
 		return nil, nil, fmt.Errorf("sched_ext is %s (%s) before %s starts", status.State, status.Ops, v.Name)
 	}
+	started := time.Now()
 	switch {
 	case v.Hotlane:
 		s, err := sched.Load(sched.Config{Table: table})
@@ -365,6 +369,7 @@ func (b Bench) start(v Variant, table *policy.Table, r *Run) (stop func(), alive
 			return nil, nil, err
 		}
 		r.Ops = "hotlane"
+		r.Enable = append(r.Enable, time.Since(started))
 		return func() { s.Close() }, func() error {
 			if info, exited, err := s.Exited(); err != nil || exited {
 				return errors.Join(err, fmt.Errorf("%s", info))
@@ -372,7 +377,11 @@ func (b Bench) start(v Variant, table *policy.Table, r *Run) (stop func(), alive
 			return nil
 		}, nil
 	case len(v.Command) > 0:
-		return b.startProgram(v, r)
+		stop, alive, err := b.startProgram(v, r)
+		if err == nil {
+			r.Enable = append(r.Enable, time.Since(started))
+		}
+		return stop, alive, err
 	}
 	return func() {}, func() error {
 		if s, _ := loader.ReadSchedExtStatus(loader.SchedExtSysfs); s.State != "" && s.State != "disabled" {

@@ -3,6 +3,7 @@ package workloads
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -392,6 +393,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			out.Printf("%s: the tracer lost %d events\n", run.Scheduler, run.TracerLosses)
 		}
 	}
+	if line := enableLine(r.Runs); line != "" {
+		out.Printf("%s\n", line)
+	}
 	for _, b := range r.Bounds {
 		for _, v := range b.Verdicts {
 			out.Printf("hotlane %s %s\n", b.Class, v)
@@ -455,4 +459,26 @@ func (r *Report) Cases(took time.Duration) []report.Case {
 		cases = append(cases, report.Case{Suite: suite, Class: "variants", Name: s.Name, Time: took, Error: s.Name + " was skipped: " + s.Reason})
 	}
 	return report.InterruptedCases(r.Header, suite, append(cases, verify.Cases(suite, r.Bounds, took)...), took)
+}
+
+// enableLine says how long each sched_ext scheduler took from its start
+// to sched_ext enabled, the fastest and slowest of its rounds; empty when
+// no run started one.
+func enableLine(runs []Run) string {
+	var parts []string
+	for _, run := range runs {
+		if len(run.Enable) == 0 {
+			continue
+		}
+		lo, hi := slices.Min(run.Enable), slices.Max(run.Enable)
+		span := report.Duration(lo)
+		if hi != lo {
+			span += "-" + report.Duration(hi)
+		}
+		parts = append(parts, run.Scheduler+" "+span)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "start to sched_ext enabled: " + strings.Join(parts, ", ")
 }

@@ -264,3 +264,37 @@ func TestCostPlot(t *testing.T) {
 
 // testStart is when the tests' benches began.
 var testStart = time.Now().Add(-time.Minute)
+
+// The text says how long each sched_ext scheduler took to enable, the
+// fastest and slowest of its rounds, and names no scheduler that started
+// none (EEVDF).
+func TestReportSaysTimeToEnabled(t *testing.T) {
+	runs := testRuns()
+	for i := range runs {
+		switch runs[i].Scheduler {
+		case HotlaneName:
+			runs[i].Enable = []time.Duration{1200 * time.Millisecond, 900 * time.Millisecond}
+		case ScxSimple:
+			runs[i].Enable = []time.Duration{300 * time.Millisecond}
+		}
+	}
+	runs = append(runs, Run{Scheduler: EEVDF})
+	var b strings.Builder
+	if err := NewReport(testStart, runs, nil, ScxSimple, nil).WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "start to sched_ext enabled: ") {
+			line = l
+		}
+	}
+	for _, want := range []string{HotlaneName + " 900ms-1.20s", ScxSimple + " 300ms"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("enable line %q lacks %q:\n%s", line, want, b.String())
+		}
+	}
+	if strings.Contains(line, EEVDF) {
+		t.Errorf("enable line %q names EEVDF, which starts no scheduler", line)
+	}
+}
