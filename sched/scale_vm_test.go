@@ -83,7 +83,7 @@ func TestGuestScaleSaturated(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info, exited, err := s.Exited(); err != nil || exited {
-		t.Fatalf("scheduler exited on a saturated %d-CPU machine: %v %v", n, info, err)
+		t.Fatalf("scheduler exited on a saturated %d-CPU machine: %v %v\n%s", n, info, err, info.Dump)
 	}
 	st, err := s.Stats()
 	if err != nil {

@@ -26,6 +26,7 @@ type taskRecord struct {
 	TaskCgroupID uint64
 	Frame        uint32
 	Yielded      uint32
+	SleptClock   uint64
 }
 
 // ErrTaskNotClassified means the scheduler has not seen the task yet.

@@ -946,3 +946,48 @@ func TestTracerWaitOnlyLooksForNoCause(t *testing.T) {
 		}
 	}
 }
+
+// Once its context is done, ReadViolations reads what the ring held then
+// and returns, though violations keep coming faster than it handles them:
+// a verify whose tracer was starved of CPU went on for 86 s past a 2 s
+// run, draining a ring that never emptied.
+func TestReadViolationsEndsWhileViolationsKeepComing(t *testing.T) {
+	requireRoot(t)
+	tr := attachForTest(t, TracerConfig{
+		Thresholds: map[string]time.Duration{"normal": time.Nanosecond, "inference": time.Nanosecond},
+	})
+	stopWaker := make(chan struct{})
+	_, wakerDone := onThread(t, "waker", -1, 0, func() {
+		for {
+			select {
+			case <-stopWaker:
+				return
+			default:
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	})
+	defer func() { close(stopWaker); <-wakerDone }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var afterEnd atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- tr.ReadViolations(ctx, func(Violation) {
+			if ctx.Err() != nil {
+				afterEnd.Add(1)
+			}
+			time.Sleep(2 * time.Millisecond) // slower than the waker
+		})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("ReadViolations still reading a minute after its context ended (%d violations read since)", afterEnd.Load())
+	}
+}

@@ -22,7 +22,7 @@ import (
 
 // TestVM runs the TestGuest* tests inside the sched_ext VM.
 func TestVM(t *testing.T) {
-	vmtest.RunGuestTests(t, vmtest.Options{Run: "^TestGuest", ScxSimple: true, Timeout: 10 * time.Minute})
+	vmtest.RunGuestTests(t, vmtest.Options{Run: "^TestGuest", ScxSimple: true, Timeout: 15 * time.Minute})
 }
 
 func waitOps(t *testing.T, want string) {
@@ -132,33 +132,40 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := loadHotlane(t, table)
-	ctx, cancel := context.WithCancel(context.Background())
-	work := make(chan error, 1)
-	go func() {
-		_, err := (workloads.Mix{
-			Periodic: []workloads.Periodic{{Comm: "infer", Period: 10 * time.Millisecond, Compute: time.Millisecond, Threads: 2}},
-			// Twice as many lane hogs as CPUs: some always wait in
-			// sched_ext, so a forced exit always lands inside lane waits
-			// (with one per CPU, a cold CI run once saw none).
-			Hogs: []workloads.Hogs{{Comm: "infer-hog", Threads: 2 * runtime.NumCPU()}, {Comm: "hog", Threads: 2}},
-		}).Run(ctx)
-		work <- err
-	}()
-	defer func() {
-		cancel()
-		if err := <-work; err != nil {
-			t.Error(err)
+	ctx := context.Background()
+	// The workload starts once the tracer is attached (Live): attaching
+	// it is the test process's CPU work, and the lane's hogs leave a
+	// normal task a third of a CPU, which made the attach take minutes.
+	mix := workloads.Mix{
+		Periodic: []workloads.Periodic{{Comm: "infer", Period: 10 * time.Millisecond, Compute: time.Millisecond, Threads: 2}},
+		// Twice as many lane hogs as CPUs: some always wait in
+		// sched_ext, so a forced exit always lands inside lane waits
+		// (with one per CPU, a cold CI run once saw none).
+		Hogs: []workloads.Hogs{{Comm: "infer-hog", Threads: 2 * runtime.NumCPU()}, {Comm: "hog", Threads: 2}},
+	}
+	startWork := func(*verify.Tracer) (stop func()) {
+		wctx, cancel := context.WithCancel(ctx)
+		work := make(chan error, 1)
+		go func() {
+			_, err := mix.Run(wctx)
+			work <- err
+		}()
+		return func() {
+			cancel()
+			if err := <-work; err != nil {
+				t.Error(err)
+			}
 		}
-	}()
+	}
 	bounds, err := verify.ParseBounds("inference:max<=1ms", "inference")
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(ctx context.Context, d time.Duration, progress io.Writer) (verify.CauseSummary, *verify.Result) {
+	run := func(ctx context.Context, d time.Duration, progress io.Writer, live func(*verify.Tracer) func()) (verify.CauseSummary, *verify.Result) {
 		t.Helper()
 		res, err := verify.Run(ctx, verify.Options{
 			Tracer: verify.TracerConfig{Table: table, Explain: true, ExtCallbacks: true}, Bounds: bounds, Duration: d,
-			Progress: progress, ProgressInterval: 500 * time.Millisecond,
+			Progress: progress, ProgressInterval: 500 * time.Millisecond, Live: live,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +187,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 	}
 
 	t.Run("saturated", func(t *testing.T) {
-		c, res := run(ctx, 2*time.Second, nil)
+		c, res := run(ctx, 2*time.Second, nil, startWork)
 		// The scheduler was loaded first, so the tracer timed its
 		// callbacks (fentry on struct_ops programs), and some of the
 		// violations' time was spent in them, never more than they
@@ -213,10 +220,15 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 	})
 
 	t.Run("forced exit", func(t *testing.T) {
-		// The first progress line comes after the tracer attached, so
-		// the exit falls inside the traced run, which then goes on for
-		// a second under EEVDF. (Its own timers are no guide: the lane's
-		// hogs starve this process of CPU while hotlane runs.)
+		// The hogs run from before the tracer attaches: with them
+		// started once it had (Live), no wait the exit cut across was
+		// seen to leave sched_ext (not understood yet; the attach then
+		// takes minutes of this starved process's time). The first
+		// progress line comes after the tracer attached, so the exit
+		// falls inside the traced run, which then goes on for a second
+		// under EEVDF. (Its own timers are no guide: the lane's hogs
+		// starve this process of CPU while hotlane runs.)
+		defer startWork(nil)()
 		runCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		var once sync.Once
@@ -229,7 +241,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 			})
 			return len(p), nil
 		})
-		c, res := run(runCtx, time.Minute, sysrq)
+		c, res := run(runCtx, time.Minute, sysrq, nil)
 		if info, exited, err := s.Exited(); err != nil || !exited {
 			t.Fatalf("the scheduler did not exit after SysRq-S (%v, %v)", exited, err)
 		} else {

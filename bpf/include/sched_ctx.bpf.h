@@ -160,6 +160,7 @@ struct hl_task {
 	u64 cgroup_id;	/* its cgroup v2 cgroup, for cpu.weight */
 	u32 frame;	/* the queue whose clock vruntime is measured from */
 	u32 yielded;	/* it called sched_yield(): its next deadline is a slice out */
+	u64 slept_clock;	/* its queue's clock when it last slept */
 };
 
 struct {

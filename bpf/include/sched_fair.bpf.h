@@ -91,11 +91,25 @@ static __always_inline bool rebase(struct hl_task *t, u32 f)
 	return true;
 }
 
-/* A task wakes at its lag from the clock of the queue it wakes into. */
+/*
+ * A task wakes at its lag from the clock of the queue it wakes into. Debt
+ * (a lag below zero: it ran ahead of its share) is paid off as the clock
+ * of the queue it slept from moved on meanwhile, as EEVDF keeps such a
+ * task queued until it is due (delayed dequeue): a nice-19 kthread that
+ * ran to a tick owes 273 ms of vruntime, and woke seconds later as far
+ * behind, until the watchdog ejected the scheduler (khugepaged on 16
+ * CPUs). Credit is kept whole.
+ */
 static __always_inline void fair_wake(struct task_struct *p, struct hl_task *t)
 {
+	s64 lag = t->lag, paid;
+
+	if (lag < 0) {
+		paid = (s64)(frame_clock(t->frame) - t->slept_clock);
+		lag = paid >= -lag ? 0 : lag + (paid > 0 ? paid : 0);
+	}
 	t->frame = frame_of(scx_bpf_task_cpu(p), p->nr_cpus_allowed == 1);
-	t->vruntime = frame_clock(t->frame) - t->lag;
+	t->vruntime = frame_clock(t->frame) - lag;
 	t->ran = 0;
 }
 
@@ -118,7 +132,8 @@ static __always_inline s64 clamp_lag(struct hl_task *t, u64 slice, u64 w, s64 la
 static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
 				       const volatile struct hl_class *c)
 {
-	t->lag = clamp_lag(t, c->slice_ns, task_weight(p, t, c), (s64)(frame_clock(t->frame) - t->vruntime));
+	t->slept_clock = frame_clock(t->frame);
+	t->lag = clamp_lag(t, c->slice_ns, task_weight(p, t, c), (s64)(t->slept_clock - t->vruntime));
 	t->burst = (3 * t->burst + t->ran) / 4;
 	t->ran = 0;
 }
