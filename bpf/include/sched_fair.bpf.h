@@ -115,12 +115,19 @@ static __always_inline void fair_wake(struct task_struct *p, struct hl_task *t)
 
 /*
  * How far a task's vruntime may stand from its clock: at most one request
- * ahead of it (credit) and two of its slices behind it (debt).
+ * ahead of it (credit) and two of its slices behind it (debt), a nice-0
+ * task's two slices for a lighter one. The kernel ejects a scheduler that
+ * leaves any task waiting for its watchdog timeout, which EEVDF need not
+ * fear: the debt of a nice-19 task that ran a tick (273 ms of vruntime,
+ * paid for by every other task of its queue running as long) kept
+ * khugepaged waiting 5 s on a 16-CPU guest, and the watchdog fired. A
+ * light task now gets more than its weight's share when it overruns its
+ * slice, at most two slices' worth.
  */
 static __always_inline s64 clamp_lag(struct hl_task *t, u64 slice, u64 w, s64 lag)
 {
 	s64 ahead = to_vtime(t->burst > min_slice_ns ? t->burst : min_slice_ns, w);
-	s64 behind = -2 * (s64)to_vtime(slice, w);
+	s64 behind = -2 * (s64)to_vtime(slice, w > HL_WEIGHT_SCALE ? w : HL_WEIGHT_SCALE);
 
 	return lag > ahead ? ahead : lag < behind ? behind : lag;
 }
@@ -145,10 +152,8 @@ static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
  * while alone, would otherwise wait for every task of its queue to catch
  * up with it: threads newly pinned to one CPU starved for 6 s that way,
  * and a spinner 45 s of vruntime ahead of its queue, until the watchdog
- * ejected the scheduler. The bound is the class's slice, not the shorter
- * one a crowded queue hands out: a nice-19 task that overran a 0.5 ms
- * slice to the next tick owes 68x that overrun, and a bound at the short
- * slice forgave it and gave nice 19 a third of a CPU beside nice 0.
+ * ejected the scheduler. The bound is the class's slice (clamp_lag), not
+ * the shorter one a crowded queue hands out.
  */
 static __always_inline void fair_bound(struct hl_task *t, const volatile struct hl_class *c, u64 w, u32 f)
 {
