@@ -80,15 +80,13 @@ static __always_inline u64 frame_clock(u32 f)
 	return fr ? fr->vclock : 0;
 }
 
-/* Moves t's vruntime into frame f, at the same distance from its clock;
- * true if it came from another frame. */
-static __always_inline bool rebase(struct hl_task *t, u32 f)
+/* Moves t's vruntime into frame f, at the same distance from its clock. */
+static __always_inline void rebase(struct hl_task *t, u32 f)
 {
 	if (t->frame == f)
-		return false;
+		return;
 	t->vruntime = t->vruntime - frame_clock(t->frame) + frame_clock(f);
 	t->frame = f;
-	return true;
 }
 
 /*
