@@ -213,6 +213,9 @@ func (d Decode) stream(ctx context.Context, st *DecodeStats) (tid int, cpu time.
 		return 0, 0, err
 	}
 	tid = unix.Gettid()
+	// The OS thread may have run other goroutines before this one locked
+	// it: its CPU time from then is not the stream's.
+	cpu0 := threadCPUTime()
 	if err := d.Lane.Apply(0, d.LaneTask()); err != nil {
 		return tid, 0, fmt.Errorf("decode stream %q: %w", d.Comm, err)
 	}
@@ -272,7 +275,7 @@ func (d Decode) stream(ctx context.Context, st *DecodeStats) (tid int, cpu time.
 		}
 	}
 	st.Ran = monotonicNow() - start
-	return tid, threadCPUTime(), nil
+	return tid, threadCPUTime() - cpu0, nil
 }
 
 // step runs one decode step and returns when its token was out: when the

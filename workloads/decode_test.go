@@ -32,6 +32,11 @@ func TestDecodeServes(t *testing.T) {
 	if len(r.Streams) != 2 || len(r.TIDs) != 2 || r.CPU <= 0 || r.Total.TokensPerSecond() <= 0 || r.Total.Requests == 0 {
 		t.Fatalf("%d streams, TIDs %v, CPU %s, %d tokens, %d requests over %s", len(r.Streams), r.TIDs, r.CPU, r.Total.Tokens, r.Total.Requests, r.Total.Ran)
 	}
+	// The stream threads' CPU time is their own: no more than they ran
+	// (not what their OS threads did before the streams locked them).
+	if r.CPU > time.Duration(len(r.Streams))*r.Total.Ran {
+		t.Errorf("stream threads used %s of CPU in %s", r.CPU, r.Total.Ran)
+	}
 	var tokens uint64
 	for i, st := range r.Streams {
 		tokens += st.Tokens
