@@ -68,6 +68,8 @@ type Run struct {
 	// Mix.Judges; RequestServers each request server's.
 	Judgements     []Judgement           `json:"judgements,omitempty"`
 	RequestServers []RequestServerResult `json:"request_servers,omitempty"`
+	// Decode is each decode server's own figures, all repeats merged.
+	Decode []DecodeResult `json:"decode,omitempty"`
 	// TracerLosses counts what the tracer could not record.
 	TracerLosses uint64 `json:"tracer_losses"`
 	HogWork      uint64 `json:"hog_work"`           // total hog loops over all repeats
@@ -141,7 +143,7 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 		return nil, errors.New("bench: duration must be positive")
 	}
 	if !b.Workload.HasLane() {
-		return nil, errors.New("bench: the workload has no periodic task and no cyclictest: nothing to measure")
+		return nil, errors.New("bench: the workload has no periodic task, no cyclictest and no decode server: nothing to measure")
 	}
 	table, err := b.Policy.Compile("")
 	if err != nil {
@@ -168,6 +170,7 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 			Fair:           &verify.Histogram{},
 			Judgements:     make([]Judgement, b.Workload.Judges()),
 			RequestServers: make([]RequestServerResult, len(b.Workload.RequestServers)),
+			Decode:         make([]DecodeResult, len(b.Workload.Decode)),
 			CPUs:           runtime.NumCPU(),
 		}
 		for _, class := range table.Names {
@@ -294,6 +297,9 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	for i := range res.RequestServers {
 		r.RequestServers[i].Merge(&res.RequestServers[i])
 	}
+	for i := range res.Decode {
+		r.Decode[i].Merge(&res.Decode[i])
+	}
 	lane := res.LaneTIDs()
 	for _, t := range snap.Tasks {
 		if slices.Contains(lane, int(t.PID)) {
@@ -328,6 +334,9 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	b.progress("bench: %s: lane samples: tracer %d, app %d (%d missed), cyclictest %d; lane CPU: app %s, cyclictest %s; background %d hog loops, %d bogo ops over %s\n",
 		r.Scheduler, laneTracerCount(snap.Tasks, lane), app, missed, outside, appCPU.Round(time.Millisecond), outsideCPU.Round(time.Millisecond),
 		hog, stress, res.Ran.Round(time.Millisecond))
+	for _, d := range res.Decode {
+		b.progress("bench: %s: decode %s: %d tokens (%.0f/s), %d requests\n", r.Scheduler, d.Comm, d.Total.Tokens, d.Total.TokensPerSecond(), d.Total.Requests)
+	}
 	if len(res.Judgements)+len(res.RequestServers) > 0 {
 		var said []string
 		for _, j := range res.Judgements {
@@ -339,6 +348,41 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		b.progress("bench: %s: judges: %s\n", r.Scheduler, strings.Join(said, ", "))
 	}
 	return noWork
+}
+
+// RunUnloaded runs the workload's decode servers alone, with nothing else
+// running (a warm-up, then b.Duration), under the scheduler the machine
+// has now, for the decode figures' ratios to unloaded (Report.SetUnloaded).
+// The bench calls it before the first round, when no variant's scheduler
+// is loaded: the kernel's default scheduler. Without decode servers it
+// does nothing.
+func (b Bench) RunUnloaded(ctx context.Context) ([]DecodeResult, error) {
+	if len(b.Workload.Decode) == 0 {
+		return nil, nil
+	}
+	alone := Mix{Decode: b.Workload.Decode}
+	if b.Warmup > 0 {
+		b.progress("bench: decode servers alone, unloaded: %s (+%s warm-up)\n", b.Duration, b.Warmup)
+		wctx, cancel := context.WithTimeout(ctx, b.Warmup)
+		_, err := alone.Run(wctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("decode servers alone: %w", err)
+		}
+	}
+	win := report.StartWindow(ctx, b.Duration)
+	res, err := alone.Run(win.Context())
+	win.Stop()
+	switch {
+	case win.Interrupted():
+		return nil, report.ErrInterrupted
+	case err != nil:
+		return nil, fmt.Errorf("decode servers alone: %w", err)
+	}
+	for _, d := range res.Decode {
+		b.progress("bench: unloaded: decode %s: %d tokens (%.0f/s), %d requests\n", d.Comm, d.Total.Tokens, d.Total.TokensPerSecond(), d.Total.Requests)
+	}
+	return res.Decode, nil
 }
 
 func laneTracerCount(tasks []verify.TaskLatency, lane []int) uint64 {

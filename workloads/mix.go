@@ -19,8 +19,8 @@ import (
 //
 // Outside programs (cyclictest, stress-ng, hackbench, and the judges perf
 // bench, sysbench and rt-app) run as child processes for the same time.
-// The lane is the periodic tasks and cyclictest's measuring threads; Lane
-// is applied to those threads only.
+// The lane is the periodic tasks, cyclictest's measuring threads and the
+// decode servers' stream threads; Lane is applied to those threads only.
 type Mix struct {
 	Periodic       []Periodic      `json:"periodic,omitempty"`
 	Hogs           []Hogs          `json:"hogs,omitempty"`
@@ -32,6 +32,7 @@ type Mix struct {
 	Sysbench       []Sysbench      `json:"sysbench,omitempty"`
 	RtApp          []RtApp         `json:"rt_app,omitempty"`
 	RequestServers []RequestServer `json:"request_server,omitempty"`
+	Decode         []Decode        `json:"decode,omitempty"`
 	Lane           LanePolicy      `json:"-"`
 }
 
@@ -47,14 +48,16 @@ type MixResult struct {
 	// stressors, in that order (Mix.Judges).
 	Judgements     []Judgement
 	RequestServers []RequestServerResult
+	Decode         []DecodeResult
 	// Ran is how long the generators ran: until this process saw ctx
 	// done, which on a starved machine (a guest whose timers fire late)
 	// can be well after ctx's deadline. Stopping them is not included.
 	Ran time.Duration
 }
 
-// HasLane reports whether the mix has a lane task to measure.
-func (m Mix) HasLane() bool { return len(m.Periodic)+len(m.Cyclictest) > 0 }
+// HasLane reports whether the mix has a lane task to measure: a periodic
+// task, cyclictest or a decode server.
+func (m Mix) HasLane() bool { return len(m.Periodic)+len(m.Cyclictest)+len(m.Decode) > 0 }
 
 // ownThreads are the threads the mix runs in this process.
 func (m Mix) ownThreads() int {
@@ -70,6 +73,9 @@ func (m Mix) ownThreads() int {
 	}
 	for _, s := range m.RequestServers {
 		n += s.threads()
+	}
+	for _, d := range m.Decode {
+		n += d.threads()
 	}
 	return n
 }
@@ -121,6 +127,9 @@ func (m Mix) LaneComms() []string {
 	if len(m.Cyclictest) > 0 {
 		comms = append(comms, CyclictestComm)
 	}
+	for _, d := range m.Decode {
+		comms = append(comms, d.Comm)
+	}
 	return comms
 }
 
@@ -133,6 +142,9 @@ func (r MixResult) LaneTIDs() []int {
 	for _, c := range r.Cyclictest {
 		tids = append(tids, c.TIDs...)
 	}
+	for _, d := range r.Decode {
+		tids = append(tids, d.TIDs...)
+	}
 	return tids
 }
 
@@ -144,6 +156,9 @@ func (r MixResult) LaneCPU() time.Duration {
 	}
 	for _, c := range r.Cyclictest {
 		d += c.CPU
+	}
+	for _, s := range r.Decode {
+		d += s.CPU
 	}
 	return d
 }
@@ -172,6 +187,7 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 		Cyclictest:     make([]CyclictestResult, len(m.Cyclictest)),
 		StressOps:      make([]uint64, len(m.StressNg)),
 		RequestServers: make([]RequestServerResult, len(m.RequestServers)),
+		Decode:         make([]DecodeResult, len(m.Decode)),
 	}
 	var (
 		perf    = make([]Judgement, len(m.PerfBench))
@@ -229,6 +245,10 @@ func (m Mix) Run(ctx context.Context) (MixResult, error) {
 	}
 	for i, s := range m.RequestServers {
 		spawn(func() (err error) { res.RequestServers[i], err = s.Run(ctx); return })
+	}
+	for i, d := range m.Decode {
+		d.Lane = m.Lane
+		spawn(func() (err error) { res.Decode[i], err = d.Run(ctx); return })
 	}
 	wg.Wait()
 	res.Ran = <-ran

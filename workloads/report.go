@@ -96,6 +96,72 @@ type RunSummary struct {
 	// wake-up latency, each judge's own figure, the request servers', and
 	// the lane's beside them, each with the baseline's.
 	Rest []RestFigure `json:"rest_of_machine"`
+	// Decode is the decode servers' own figures (DecodeSummaries).
+	Decode []DecodeSummary `json:"decode,omitempty"`
+}
+
+// DecodeSummary is what a decode server, or one of its streams, gave:
+// tokens per second, time to first token and inter-token latency, and
+// its tokens per second and ITL p99 over the baseline variant's and over
+// the same server's alone (unloaded; 0: no such figure).
+type DecodeSummary struct {
+	// Name is the server's comm, with "#N" for its Nth stream; Stream is
+	// N (0: all the server's streams together).
+	Name             string         `json:"name"`
+	Stream           int            `json:"stream,omitempty"`
+	TokensPerSecond  float64        `json:"tokens_per_s"`
+	Requests         uint64         `json:"requests"`
+	TTFT             report.Latency `json:"ttft"`
+	ITL              report.Latency `json:"itl"`
+	TokensVsBaseline float64        `json:"tokens_per_s_vs_baseline,omitempty"`
+	ITLP99VsBaseline float64        `json:"itl_p99_vs_baseline,omitempty"`
+	TokensVsUnloaded float64        `json:"tokens_per_s_vs_unloaded,omitempty"`
+	ITLP99VsUnloaded float64        `json:"itl_p99_vs_unloaded,omitempty"`
+}
+
+// DecodeSummaries summarizes decode servers' results: per server all its
+// streams together, then each stream when it has more than one.
+func DecodeSummaries(results []DecodeResult) []DecodeSummary {
+	var out []DecodeSummary
+	sum := func(name string, stream int, s *DecodeStats) {
+		out = append(out, DecodeSummary{Name: name, Stream: stream, TokensPerSecond: s.TokensPerSecond(), Requests: s.Requests,
+			TTFT: report.Summarize(&s.TTFT), ITL: report.Summarize(&s.ITL)})
+	}
+	for i := range results {
+		r := &results[i]
+		name := r.Comm
+		if len(results) > 1 {
+			name = fmt.Sprintf("%s#%d", r.Comm, i+1)
+		}
+		sum(name, 0, &r.Total)
+		if len(r.Streams) > 1 {
+			for j := range r.Streams {
+				sum(fmt.Sprintf("%s stream %d", name, j+1), j+1, &r.Streams[j])
+			}
+		}
+	}
+	return out
+}
+
+// decodeAt is the summary in other of the same server or stream as the
+// one at i named name (the same workload gives the same list).
+func decodeAt(other []DecodeSummary, i int, name string) (DecodeSummary, bool) {
+	if i >= len(other) || other[i].Name != name {
+		return DecodeSummary{}, false
+	}
+	return other[i], true
+}
+
+// vs returns d's tokens per second and ITL p99 over o's (0 where o has
+// no such figure).
+func (d DecodeSummary) vs(o DecodeSummary) (tokens, itlP99 float64) {
+	if o.TokensPerSecond > 0 {
+		tokens = d.TokensPerSecond / o.TokensPerSecond
+	}
+	if o.ITL.P99 > 0 {
+		itlP99 = float64(d.ITL.P99) / float64(o.ITL.P99)
+	}
+	return tokens, itlP99
 }
 
 // Report is a bench's outcome: every variant's runs, the variants that
@@ -110,6 +176,9 @@ type Report struct {
 	// by a wide margin and a task's own view reverses (ViewsAgree).
 	Disagreements []string               `json:"view_disagreements"`
 	Bounds        []verify.ClassVerdicts `json:"bounds,omitempty"`
+	// Unloaded is the decode servers' figures with nothing else running
+	// (Bench.RunUnloaded), the "vs unloaded" ratios' base.
+	Unloaded []DecodeSummary `json:"decode_unloaded,omitempty"`
 	// Pass: every variant ran to the end and hotlane met the bounds.
 	Pass bool `json:"pass"`
 	// Verdict is Pass in one word, or that a signal cut the bench short
@@ -163,6 +232,23 @@ func NewReport(started time.Time, runs []Run, skipped []Skipped, baseline string
 	return r
 }
 
+// SetUnloaded records the decode servers' figures with nothing else
+// running (Bench.RunUnloaded) and every variant's ratios to them.
+func (r *Report) SetUnloaded(unloaded []DecodeResult) {
+	r.Unloaded = DecodeSummaries(unloaded)
+	for i := range r.Runs {
+		s := r.Runs[i].Summary
+		if s == nil {
+			continue
+		}
+		for j := range s.Decode {
+			if u, ok := decodeAt(r.Unloaded, j, s.Decode[j].Name); ok {
+				s.Decode[j].TokensVsUnloaded, s.Decode[j].ITLP99VsUnloaded = s.Decode[j].vs(u)
+			}
+		}
+	}
+}
+
 // Interrupt marks the report as that of a bench a signal cut short: its
 // rounds are reported, but it is no verdict.
 func (r *Report) Interrupt() {
@@ -200,8 +286,15 @@ func summarize(run, base *Run) *RunSummary {
 		s.BackgroundVsBaseline = s.BackgroundPerFreeCPU / base.BackgroundPerFreeCPU()
 	}
 	s.Rest = restFigures(run)
+	s.Decode = DecodeSummaries(run.Decode)
 	if base != nil {
 		s.Rest = withBaseline(s.Rest, restFigures(base))
+		bd := DecodeSummaries(base.Decode)
+		for i := range s.Decode {
+			if b, ok := decodeAt(bd, i, s.Decode[i].Name); ok {
+				s.Decode[i].TokensVsBaseline, s.Decode[i].ITLP99VsBaseline = s.Decode[i].vs(b)
+			}
+		}
 	}
 	return s
 }
@@ -315,6 +408,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := t.WriteText(w); err != nil {
 		return err
 	}
+	if err := r.writeDecode(w); err != nil {
+		return err
+	}
 
 	unit := "work"
 	if len(r.Runs) > 0 {
@@ -413,6 +509,39 @@ func (r *Report) WriteText(w io.Writer) error {
 		verdict = "PASS (no bound given)"
 	}
 	out.Printf("verdict: %s\n", verdict)
+	return out.Err()
+}
+
+// writeDecode writes the decode servers' figures per variant, after
+// those with nothing else running: tokens per second and their ratios to
+// the baseline's and the unloaded, time to first token, inter-token
+// latency.
+func (r *Report) writeDecode(w io.Writer) error {
+	t := report.Table{Header: []string{"variant", "server", "tokens/s", "vs " + r.Baseline, "vs unloaded", "requests",
+		"TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "ITL max", "ITL p99 vs unloaded"}}
+	add := func(variant string, d DecodeSummary) {
+		t.Add(variant, d.Name, fmt.Sprintf("%.1f", d.TokensPerSecond), ratio(d.TokensVsBaseline), ratio(d.TokensVsUnloaded), fmt.Sprint(d.Requests),
+			report.Duration(d.TTFT.P50), report.Duration(d.TTFT.P99), report.Duration(d.ITL.P50), report.Duration(d.ITL.P99),
+			report.Duration(d.ITL.Max), ratio(d.ITLP99VsUnloaded))
+	}
+	for _, d := range r.Unloaded {
+		add("unloaded", d)
+	}
+	for _, run := range r.Runs {
+		if run.Rounds == 0 {
+			continue
+		}
+		for _, d := range run.summary().Decode {
+			add(run.Scheduler, d)
+		}
+	}
+	if len(t.Rows) == 0 {
+		return nil
+	}
+	out := report.NewWriter(w)
+	out.Printf("\ndecode servers, in their own words: tokens per second (and as a fraction of the baseline's and of the\n")
+	out.Printf("same servers' alone, unloaded), time to first token (TTFT) and inter-token latency (ITL):\n")
+	out.Do(t.WriteText)
 	return out.Err()
 }
 

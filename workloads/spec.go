@@ -28,14 +28,19 @@ import (
 //	  "rt_app": [{"periodic": 2, "rate_hz": 100, "compute": "1ms",
 //	              "chain": 3, "chain_rate_hz": 50, "chain_compute": "1ms"}],
 //	  "request_server": [{"comm": "rpc", "message_threads": 2, "workers": "1x",
-//	                      "rate_hz": 1000, "compute": "200us", "sleep": "500us"}]
+//	                      "rate_hz": 1000, "compute": "200us", "sleep": "500us"}],
+//	  "decode": [{"comm": "infer-decode", "streams": 1, "tokens": 64, "prefill": "5ms",
+//	              "host": "300us", "device_time": "2ms", "device": "/dev/full",
+//	              "helper": "50us", "helper_comm": "detok"}]
 //	}
 //
 // Durations use Go's syntax; a thread count may be a number or "Nx", N
 // times the CPUs. Every generator is optional, but a workload needs one.
 // cyclictest and hackbench (rt-tests), stress-ng, and the judges perf
 // (linux-perf), sysbench and rt-app are outside programs, found in $PATH
-// unless "path" is given. A request server's fields all have defaults.
+// unless "path" is given. A request server's fields all have defaults, and
+// so have a decode server's (those above): "device": "none" leaves out
+// its ioctl, "helper": "0s" its helper threads (see Decode).
 type fileSpec struct {
 	Periodic []struct {
 		Comm         string  `json:"comm"`
@@ -105,6 +110,17 @@ type fileSpec struct {
 		Compute    string      `json:"compute"`
 		Sleep      string      `json:"sleep"`
 	} `json:"request_server"`
+	Decode []struct {
+		Comm       string      `json:"comm"`
+		Streams    threadCount `json:"streams"`
+		Tokens     int         `json:"tokens"`
+		Prefill    string      `json:"prefill"`
+		Host       string      `json:"host"`
+		DeviceTime string      `json:"device_time"`
+		Device     string      `json:"device"`
+		Helper     string      `json:"helper"`
+		HelperComm string      `json:"helper_comm"`
+	} `json:"decode"`
 }
 
 // threadCount is a number or "Nx" (N per CPU), resolved later.
@@ -349,9 +365,46 @@ func ParseWorkload(name string, data []byte, ncpu int) (Mix, error) {
 		}
 		m.RequestServers = append(m.RequestServers, rs)
 	}
+	for i, r := range spec.Decode {
+		d := DefaultDecode()
+		var err error
+		if d.Streams, err = r.Streams.resolveOr(ncpu, d.Streams); err != nil {
+			return Mix{}, bad("decode", i, "streams: %v", err)
+		}
+		d.Comm = orDefault(r.Comm, d.Comm)
+		d.HelperComm = orDefault(r.HelperComm, d.HelperComm)
+		if r.Tokens < 0 {
+			return Mix{}, bad("decode", i, "tokens %d must be positive (absent: %d)", r.Tokens, DefaultDecodeTokens)
+		}
+		if r.Tokens != 0 {
+			d.Tokens = r.Tokens
+		}
+		switch r.Device {
+		case "":
+		case "none":
+			d.Device = ""
+		default:
+			d.Device = r.Device
+		}
+		for _, f := range []struct {
+			field, v string
+			d        *time.Duration
+		}{{"prefill", r.Prefill, &d.Prefill}, {"host", r.Host, &d.Host}, {"device_time", r.DeviceTime, &d.DeviceTime}, {"helper", r.Helper, &d.Helper}} {
+			if f.v == "" {
+				continue
+			}
+			if *f.d, err = dur("decode", i, f.field, f.v, false); err != nil {
+				return Mix{}, err
+			}
+		}
+		if err := d.validate(); err != nil {
+			return Mix{}, bad("decode", i, "%v", err)
+		}
+		m.Decode = append(m.Decode, d)
+	}
 	if len(m.Periodic)+len(m.Hogs)+len(m.Messaging)+len(m.Cyclictest)+len(m.StressNg)+len(m.Hackbench)+
-		len(m.PerfBench)+len(m.Sysbench)+len(m.RtApp)+len(m.RequestServers) == 0 {
-		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng", "hackbench", "perf_bench", "sysbench", "rt_app", "request_server"`, name)
+		len(m.PerfBench)+len(m.Sysbench)+len(m.RtApp)+len(m.RequestServers)+len(m.Decode) == 0 {
+		return Mix{}, fmt.Errorf(`%s: no generators; give at least one of "periodic", "hogs", "messaging", "cyclictest", "stress_ng", "hackbench", "perf_bench", "sysbench", "rt_app", "request_server", "decode"`, name)
 	}
 	if err := m.CheckTasks(); err != nil {
 		return Mix{}, fmt.Errorf("%s: %w", name, err)
@@ -378,10 +431,13 @@ const (
 	// WorkloadRequestServer is RequestServerMix: our periodic task beside
 	// a request server and CPU hogs.
 	WorkloadRequestServer = "request-server"
+	// WorkloadDecode is DecodeMix: an inference server's decode loop over
+	// CPU hogs.
+	WorkloadDecode = "decode"
 )
 
 // BuiltinWorkloads lists the built-in workload names.
-var BuiltinWorkloads = []string{WorkloadDefault, WorkloadCyclictest, WorkloadJudges, WorkloadRequestServer}
+var BuiltinWorkloads = []string{WorkloadDefault, WorkloadCyclictest, WorkloadJudges, WorkloadRequestServer, WorkloadDecode}
 
 // BuiltinWorkload returns a built-in workload by name.
 func BuiltinWorkload(name string, ncpu int) (Mix, bool) {
@@ -394,6 +450,8 @@ func BuiltinWorkload(name string, ncpu int) (Mix, bool) {
 		return JudgesMix(ncpu), true
 	case WorkloadRequestServer:
 		return RequestServerMix(ncpu), true
+	case WorkloadDecode:
+		return DecodeMix(ncpu), true
 	}
 	return Mix{}, false
 }
@@ -434,6 +492,18 @@ func RequestServerMix(ncpu int) Mix {
 		Periodic:       []Periodic{{Comm: "infer", Period: 10 * time.Millisecond, Compute: 2 * time.Millisecond, Threads: 1}},
 		Hogs:           []Hogs{{Comm: "hog", Threads: ncpu}},
 		RequestServers: []RequestServer{DefaultRequestServer(ncpu)},
+	}
+}
+
+// DecodeMix is an inference server's decode loop (DefaultDecode: one
+// stream of 64-token requests, 300 us of host work and an ioctl on
+// /dev/full per token, 2 ms on the device) with its detokenizer, under CPU
+// hogs at 2x the CPUs: the figures an inference user reads (tokens per
+// second, time to first token, inter-token latency) under contention.
+func DecodeMix(ncpu int) Mix {
+	return Mix{
+		Decode: []Decode{DefaultDecode()},
+		Hogs:   []Hogs{{Comm: "hog", Threads: 2 * ncpu}},
 	}
 }
 

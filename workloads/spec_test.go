@@ -3,6 +3,7 @@ package workloads
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func TestExamplesParse(t *testing.T) {
 		"examples/default.json":        DefaultMix(2),
 		"examples/judges.json":         JudgesMix(2),
 		"examples/request-server.json": RequestServerMix(2),
+		"examples/decode.json":         DecodeMix(2),
 	} {
 		m, err := LoadWorkload(file, 2)
 		if err != nil {
@@ -63,6 +65,14 @@ func TestParseWorkloadErrors(t *testing.T) {
 		{`{"rt_app": [{"periodic": 1, "rate_hz": 100}]}`, `compute "" is not a duration`},
 		{`{"request_server": [{"sleep": "forever"}]}`, `sleep "forever" is not a duration`},
 		{`{"request_server": [{"workers": 0}]}`, "workers: threads \"0\""},
+		{`{"decode": [{"prefill": "5"}]}`, `decode 1: prefill "5" is not a duration`},
+		{`{"decode": [{"host": "-1ms"}]}`, `host "-1ms" is not a duration`},
+		{`{"decode": [{"device_time": "0s"}]}`, "device_time 0s must be 100µs..1s"},
+		{`{"decode": [{"tokens": -3}]}`, "tokens -3 must be positive"},
+		{`{"decode": [{"streams": "0x"}]}`, `streams: threads "0x"`},
+		{`{"decode": [{"comm": "a-comm-of-16-byt"}]}`, `decode comm "a-comm-of-16-byt" must be 1..15 bytes`},
+		{`{"decode": [{"helper_comm": "a-comm-of-16-byt"}]}`, "helper_comm"},
+		{`{"decode": [{"steps": 3}]}`, `unknown field "steps"`},
 		{``, "empty file"},
 		{`{"periodic": "x"}`, "w.json:1:"},
 	} {
@@ -73,6 +83,24 @@ func TestParseWorkloadErrors(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "\n") {
 			t.Errorf("error is not one line: %q", err)
 		}
+	}
+}
+
+// A decode server's fields all have defaults; "none" and "0s" leave out
+// the ioctl and the helpers.
+func TestParseDecode(t *testing.T) {
+	m, err := ParseWorkload("w", []byte(`{"decode": [{}, {"streams": "2x", "tokens": 8, "device": "none", "helper": "0s",
+		"prefill": "1ms", "host": "200us", "device_time": "5ms", "comm": "gpu-step"}]}`), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Decode{DefaultDecode(), {Comm: "gpu-step", HelperComm: DefaultDecodeHelperComm, Streams: 4, Tokens: 8,
+		Prefill: time.Millisecond, Host: 200 * time.Microsecond, DeviceTime: 5 * time.Millisecond}}
+	if diff := cmp.Diff(want, m.Decode); diff != "" {
+		t.Errorf("decode servers (-want +got):\n%s", diff)
+	}
+	if !m.HasLane() || m.ownThreads() != 2+4 || !slices.Contains(m.LaneComms(), "gpu-step") {
+		t.Errorf("decode servers: lane %v, %d threads, lane comms %v", m.HasLane(), m.ownThreads(), m.LaneComms())
 	}
 }
 
@@ -170,7 +198,7 @@ func TestOutsideToolsInWorkloadFiles(t *testing.T) {
 	if m, err := LoadWorkload("cyclictest", 3); err != nil || m.StressNg[0].CPU != 6 {
 		t.Errorf("LoadWorkload(cyclictest) = %+v, %v", m, err)
 	}
-	if _, err := LoadWorkload("nosuch", 2); err == nil || !strings.Contains(err.Error(), "neither a built-in (default, cyclictest, judges, request-server) nor a file") {
+	if _, err := LoadWorkload("nosuch", 2); err == nil || !strings.Contains(err.Error(), "neither a built-in (default, cyclictest, judges, request-server, decode) nor a file") {
 		t.Errorf("unknown name: %v", err)
 	}
 	if got := (Mix{Periodic: []Periodic{{Comm: "infer"}}, Cyclictest: []Cyclictest{{}}}).LaneComms(); strings.Join(got, ",") != "infer,cyclictest" {

@@ -86,7 +86,9 @@ judges (our inference task beside outside judges of the whole machine:
 perf bench sched messaging and pipe, sysbench threads and cpu, rt-app's
 periodic tasks and chain, stress-ng's switch, futex and pipe stressors
 beside its CPU workers, and our request server), request-server (our
-inference task beside a request server over CPU hogs), or a file.
+inference task beside a request server over CPU hogs), decode (an
+inference server's decode loop over CPU hogs at 2x the CPUs: per token
+300us of CPU work, an ioctl on /dev/full, 2ms on the "device"), or a file.
 
 The report shows per variant the lane's latency in four views (the
 tracer's run-queue wait of the lane's threads from their wake-up, the same
@@ -98,6 +100,10 @@ bound. With judges or a request server, each judge's own figure (a time,
 a rate, a latency), and per variant a "rest of the machine" table: the
 fair classes' wake-up latency, each judge's figure and the request
 server's as ratios to the baseline's, and the lane's beside them.
+With decode servers, their tokens per second, time to first token and
+inter-token latency per variant, and as ratios to the same servers run
+alone (unloaded) under the kernel's default scheduler before the first
+round, for one --warmup and --duration.
 
 Needs a sched_ext kernel for the sched_ext variants: run it inside
 'hotlane vm --scx scx_simple --scx scx_qmap --add /usr/bin/cyclictest
@@ -172,7 +178,7 @@ Flags:
 		return fail(err)
 	}
 	if !mix.HasLane() {
-		return fail(fmt.Errorf("workload %s has no periodic task and no cyclictest: the bench measures a lane", *workloadName))
+		return fail(fmt.Errorf("workload %s has no periodic task, no cyclictest and no decode server: the bench measures a lane", *workloadName))
 	}
 	// The workload's outside programs must be there: refuse, don't skip.
 	for _, o := range []struct {
@@ -253,12 +259,18 @@ Flags:
 		Progress:      os.Stderr,
 		Bounds:        bounds,
 	}
+	// A signal here leaves the rounds to say so.
+	unloaded, err := b.RunUnloaded(ctx)
+	if err != nil && !errors.Is(err, report.ErrInterrupted) {
+		return fail(err)
+	}
 	runs, err := b.Run(ctx)
 	interrupted := errors.Is(err, report.ErrInterrupted)
 	if err != nil && !interrupted {
 		return fail(err)
 	}
 	rep := workloads.NewReport(started, runs, skipped, *baseline, bounds)
+	rep.SetUnloaded(unloaded)
 	if interrupted {
 		rep.Interrupt()
 	}

@@ -27,8 +27,8 @@ func runWorkload(ctx context.Context, args []string) int {
 Runs a periodic "inference" task (a fixed amount of CPU work every period,
 woken by an absolute timer) over CPU hogs, and prints the task's own wake-up
 lateness: an application-level view to set beside 'hotlane verify'. With
---file, any workload file's generators, and what its request servers and
-outside judges measured.
+--file, any workload file's generators, and what its request servers,
+decode servers and outside judges measured.
 
 Flags:
 `)
@@ -84,6 +84,11 @@ Flags:
 		fmt.Printf("request server %s: %d served (%.0f/s), %d unfinished; wake-up p50 %s p99 %s max %s; request p50 %s p99 %s max %s\n",
 			rs.Comm, r.Served, r.PerSecond(), r.Unfinished, report.Duration(w.P50), report.Duration(w.P99), report.Duration(w.Max),
 			report.Duration(q.P50), report.Duration(q.P99), report.Duration(q.Max))
+	}
+	for _, d := range workloads.DecodeSummaries(res.Decode) {
+		fmt.Printf("decode %s: %.1f tokens/s, %d requests; TTFT p50 %s p99 %s; inter-token p50 %s p99 %s max %s\n",
+			d.Name, d.TokensPerSecond, d.Requests, report.Duration(d.TTFT.P50), report.Duration(d.TTFT.P99),
+			report.Duration(d.ITL.P50), report.Duration(d.ITL.P99), report.Duration(d.ITL.Max))
 	}
 	for _, j := range res.Judgements {
 		if f, ok := j.Figure(); ok {
