@@ -89,8 +89,8 @@ type RunqlatHlRule struct {
 	Kinds       uint32
 	Comm        [16]int8
 	Pcomm       [16]int8
-	CommLen     uint32
-	PcommLen    uint32
+	CommMask    [16]uint8
+	PcommMask   [16]uint8
 	Pid         uint32
 	Tgid        uint32
 	CgroupId    uint64

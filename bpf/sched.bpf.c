@@ -239,7 +239,7 @@ int hl_enqueue(u64 *ctx)
 	if (c->high_priority)
 		lane_enqueue(p, cls, c, enq_flags);
 	else
-		fair_enqueue(p, t, c, enq_flags);
+		fair_enqueue(p, t, cls, enq_flags);
 	return 0;
 }
 
@@ -254,20 +254,25 @@ static __always_inline const volatile struct hl_class *requeued_prev(struct task
 
 /* Makes a CPU of llc other than self, running fair work, take the lane
  * queue while self serves a guard turn. */
-static __always_inline void kick_fair_cpu(u32 llc, s32 self)
+__hl_global int kick_fair_cpu(u32 llc, s32 self)
 {
-	u32 n = llc_size[llc], first = llc_first[llc], start = n ? bpf_get_prandom_u32() % n : 0, k;
+	u32 n, first, start, k;
 	struct hl_cpu_shared *s;
 	s32 cpu;
 
+	llc &= HL_MAX_LLCS - 1;
+	n = llc_size[llc];
+	first = llc_first[llc];
+	start = n ? bpf_get_prandom_u32() % n : 0;
 	for (k = 0; k < HL_LANE_PROBES && k < n; k++) {
 		cpu = llc_cpus[(first + (start + k) % n) & (HL_MAX_CPUS - 1)];
 		s = shared_of(cpu);
 		if (cpu != self && s && s->state == HL_CPU_FAIR && !s->claim) {
 			scx_bpf_kick_cpu(cpu, HL_KICK_PREEMPT);
-			return;
+			return 1;
 		}
 	}
+	return 0;
 }
 
 SEC("struct_ops/hl_dispatch")
@@ -422,13 +427,8 @@ int hl_running(u64 *ctx)
 		o->resumed_pid = 0;
 	else
 		fair_served(o, s, now);
-	if (t) {
-		u64 w = task_weight(p, t, c);
-		u32 f = frame_of(cpu, p->nr_cpus_allowed == 1);
-
-		fair_started(t, c, w, f);
-		s->deadline = (s64)(fair_deadline(t, w, p->scx.slice) - frame_clock(f));
-	}
+	if (t)
+		s->deadline = fair_start(p, t, cls, cpu);
 	/*
 	 * A guard turn runs to its end, shielded: a lane wake-up that
 	 * preempted it at once would make the guard worthless. It ends with

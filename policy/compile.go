@@ -54,8 +54,8 @@ type Rule struct {
 	Kinds       MatchKind
 	Comm        [CommLen]byte // for MatchCommPrefix or MatchCommExact, NUL-padded
 	Pcomm       [CommLen]byte // for MatchPcommPrefix or MatchPcommExact
-	CommLen     uint32        // bytes of Comm compared for a prefix
-	PcommLen    uint32
+	CommMask    [CommLen]byte // 0xff for each byte of Comm compared: a prefix's, or all for an exact name
+	PcommMask   [CommLen]byte
 	PID         uint32
 	TGID        uint32
 	CgroupID    uint64 // inode number of the cgroup directory, the kernfs id
@@ -183,10 +183,10 @@ func (p *Policy) Compile(cgroupRoot string) (*Table, error) {
 		})
 		for mi, m := range c.Match {
 			r := Rule{ClassID: uint32(ci), PID: m.PID, TGID: m.TGID}
-			r.Kinds |= setComm(&r.Comm, &r.CommLen, m.CommPrefix, MatchCommPrefix)
-			r.Kinds |= setComm(&r.Comm, &r.CommLen, m.Comm, MatchCommExact)
-			r.Kinds |= setComm(&r.Pcomm, &r.PcommLen, m.ProcessCommPrefix, MatchPcommPrefix)
-			r.Kinds |= setComm(&r.Pcomm, &r.PcommLen, m.ProcessComm, MatchPcommExact)
+			r.Kinds |= setComm(&r.Comm, &r.CommMask, m.CommPrefix, MatchCommPrefix)
+			r.Kinds |= setComm(&r.Comm, &r.CommMask, m.Comm, MatchCommExact)
+			r.Kinds |= setComm(&r.Pcomm, &r.PcommMask, m.ProcessCommPrefix, MatchPcommPrefix)
+			r.Kinds |= setComm(&r.Pcomm, &r.PcommMask, m.ProcessComm, MatchPcommExact)
 			if m.PID != 0 {
 				r.Kinds |= MatchPID
 			}
@@ -267,14 +267,24 @@ func (m Matcher) device() (value, field string, kind MatchKind) {
 	return "", "", 0
 }
 
-// setComm fills a comm buffer and returns kind if s is set. Validate has
-// ensured s fits with room for the NUL that ends a task's comm.
-func setComm(buf *[CommLen]byte, n *uint32, s string, kind MatchKind) MatchKind {
+// setComm fills a comm buffer and its compare mask, and returns kind if s
+// is set. Validate has ensured s fits with room for the NUL that ends a
+// task's comm. A prefix compares its own bytes; an exact name every byte,
+// the NUL padding included (the kernel pads a task's comm with NULs), so
+// the classifier compares both kinds the same way: two masked 64-bit
+// words, with no loop for the verifier to walk.
+func setComm(buf, mask *[CommLen]byte, s string, kind MatchKind) MatchKind {
 	if s == "" {
 		return 0
 	}
 	copy(buf[:], s)
-	*n = uint32(len(s))
+	n := len(s)
+	if kind == MatchCommExact || kind == MatchPcommExact {
+		n = CommLen
+	}
+	for i := range n {
+		mask[i] = 0xff
+	}
 	return kind
 }
 

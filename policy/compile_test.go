@@ -16,6 +16,14 @@ func comm(s string) (b [CommLen]byte) {
 	return b
 }
 
+// mask is the compare mask of a name's first n bytes.
+func mask(n int) (m [CommLen]byte) {
+	for i := range n {
+		m[i] = 0xff
+	}
+	return m
+}
+
 func TestCompile(t *testing.T) {
 	p, err := Load(context.Background(), filepath.Join("testdata", "tiers.json"))
 	if err != nil {
@@ -28,12 +36,12 @@ func TestCompile(t *testing.T) {
 	}
 	want := &Table{
 		Rules: []Rule{
-			{ClassID: 0, Kinds: MatchCommExact, Comm: comm("infer-rt"), CommLen: 8},
+			{ClassID: 0, Kinds: MatchCommExact, Comm: comm("infer-rt"), CommMask: mask(CommLen)},
 			{ClassID: 0, Kinds: MatchTGID, TGID: 4242},
-			{ClassID: 1, Kinds: MatchCommPrefix | MatchPcommPrefix, Comm: comm("infer"), CommLen: 5, Pcomm: comm("python"), PcommLen: 6},
-			{ClassID: 1, Kinds: MatchPcommPrefix, Pcomm: comm("triton"), PcommLen: 6},
-			{ClassID: 2, Kinds: MatchCommPrefix, Comm: comm("make"), CommLen: 4},
-			{ClassID: 2, Kinds: MatchCommPrefix, Comm: comm("cc1"), CommLen: 3},
+			{ClassID: 1, Kinds: MatchCommPrefix | MatchPcommPrefix, Comm: comm("infer"), CommMask: mask(5), Pcomm: comm("python"), PcommMask: mask(6)},
+			{ClassID: 1, Kinds: MatchPcommPrefix, Pcomm: comm("triton"), PcommMask: mask(6)},
+			{ClassID: 2, Kinds: MatchCommPrefix, Comm: comm("make"), CommMask: mask(4)},
+			{ClassID: 2, Kinds: MatchCommPrefix, Comm: comm("cc1"), CommMask: mask(3)},
 			// "normal", the catch-all, has no rules.
 		},
 		Classes: []ClassConfig{
@@ -87,11 +95,12 @@ func TestCompileAllKinds(t *testing.T) {
 	if r.Kinds != wantKinds {
 		t.Errorf("kinds = %v; want %v", r.Kinds, wantKinds)
 	}
-	// A 15-byte comm leaves the NUL that ends every task comm.
-	if r.Comm != comm("0123456789abcde") || r.Comm[15] != 0 || r.CommLen != 15 {
-		t.Errorf("comm = %q, %d", r.Comm, r.CommLen)
+	// A 15-byte comm leaves the NUL that ends every task comm; an exact
+	// name compares all 16 bytes, that NUL included.
+	if r.Comm != comm("0123456789abcde") || r.Comm[15] != 0 || r.CommMask != mask(CommLen) {
+		t.Errorf("comm = %q, mask %x", r.Comm, r.CommMask)
 	}
-	if r.Pcomm != comm("leader") || r.PcommLen != 6 || r.PID != 10 || r.TGID != 20 {
+	if r.Pcomm != comm("leader") || r.PcommMask != mask(CommLen) || r.PID != 10 || r.TGID != 20 {
 		t.Errorf("rule = %+v", r)
 	}
 	if got := MatchKind(0x7ff).String(); got != "comm_prefix|comm|process_comm_prefix|process_comm|pid|tgid|cgroup|sched_ext|device|device_process|0x400" {
@@ -153,7 +162,7 @@ func TestCompileCgroups(t *testing.T) {
 	}
 	want := []Rule{
 		{ClassID: 0, Kinds: MatchCgroup, CgroupID: inode(t, filepath.Join(root, "inference.slice", "job-1")), CgroupLevel: 2},
-		{ClassID: 1, Kinds: MatchCgroup | MatchCommPrefix, Comm: comm("infer"), CommLen: 5,
+		{ClassID: 1, Kinds: MatchCgroup | MatchCommPrefix, Comm: comm("infer"), CommMask: mask(5),
 			CgroupID: inode(t, filepath.Join(root, "inference.slice")), CgroupLevel: 1},
 		{ClassID: 1, Kinds: MatchCgroup, CgroupID: inode(t, root), CgroupLevel: 0},
 	}

@@ -17,7 +17,7 @@ import (
 // struct hl_class; blank Go fields are the C _pad members.
 var cNames = map[string]string{
 	"ClassID": "class_id", "Kinds": "kinds", "Comm": "comm", "Pcomm": "pcomm",
-	"CommLen": "comm_len", "PcommLen": "pcomm_len", "PID": "pid", "TGID": "tgid",
+	"CommMask": "comm_mask", "PcommMask": "pcomm_mask", "PID": "pid", "TGID": "tgid",
 	"CgroupID": "cgroup_id", "CgroupLevel": "cgroup_level", "DevSet": "devset", "_": "_pad",
 	"Lo": "lo", "Hi": "hi", "Block": "block",
 	"SliceNs": "slice_ns", "Weight": "weight", "HighPriority": "high_priority", "Preempt": "preempt",
@@ -41,15 +41,15 @@ func TestLayout(t *testing.T) {
 	// struct hl_rule in bpf/include/classify.bpf.h.
 	wantRule := []member{
 		{"class_id", 0, 4}, {"kinds", 4, 4}, {"comm", 8, 16}, {"pcomm", 24, 16},
-		{"comm_len", 40, 4}, {"pcomm_len", 44, 4}, {"pid", 48, 4}, {"tgid", 52, 4},
-		{"cgroup_id", 56, 8}, {"cgroup_level", 64, 4}, {"devset", 68, 4},
+		{"comm_mask", 40, 16}, {"pcomm_mask", 56, 16}, {"pid", 72, 4}, {"tgid", 76, 4},
+		{"cgroup_id", 80, 8}, {"cgroup_level", 88, 4}, {"devset", 92, 4},
 	}
 	if diff := cmp.Diff(wantRule, goLayout(reflect.TypeFor[Rule]())); diff != "" {
 		t.Errorf("Rule layout (-want +got):\n%s", diff)
 	}
 	var r Rule
-	if unsafe.Sizeof(r) != 72 || unsafe.Offsetof(r.CgroupID) != 56 || unsafe.Offsetof(r.CgroupLevel) != 64 {
-		t.Errorf("Rule: size %d, cgroup_id at %d, cgroup_level at %d; want 72, 56, 64",
+	if unsafe.Sizeof(r) != 96 || unsafe.Offsetof(r.CgroupID) != 80 || unsafe.Offsetof(r.CgroupLevel) != 88 {
+		t.Errorf("Rule: size %d, cgroup_id at %d, cgroup_level at %d; want 96, 80, 88",
 			unsafe.Sizeof(r), unsafe.Offsetof(r.CgroupID), unsafe.Offsetof(r.CgroupLevel))
 	}
 
@@ -80,19 +80,19 @@ func TestLayout(t *testing.T) {
 
 // TestRuleEncoding checks the bytes the loader writes into hl_rules.
 func TestRuleEncoding(t *testing.T) {
-	r := Rule{ClassID: 1, Kinds: MatchCommPrefix | MatchCgroup, Comm: comm("inf"), CommLen: 3, CgroupID: 0x1122334455667788, CgroupLevel: 2}
+	r := Rule{ClassID: 1, Kinds: MatchCommPrefix | MatchCgroup, Comm: comm("inf"), CommMask: mask(3), CgroupID: 0x1122334455667788, CgroupLevel: 2}
 	b, err := binary.Append(nil, binary.NativeEndian, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := make([]byte, 72)
+	want := make([]byte, 96)
 	ne := binary.NativeEndian
 	ne.PutUint32(want[0:], 1)
 	ne.PutUint32(want[4:], 0x41)
 	copy(want[8:], "inf")
-	ne.PutUint32(want[40:], 3)
-	ne.PutUint64(want[56:], 0x1122334455667788)
-	ne.PutUint32(want[64:], 2)
+	copy(want[40:], []byte{0xff, 0xff, 0xff})
+	ne.PutUint64(want[80:], 0x1122334455667788)
+	ne.PutUint32(want[88:], 2)
 	if diff := cmp.Diff(want, b); diff != "" {
 		t.Errorf("encoding (-want +got):\n%s", diff)
 	}

@@ -37,7 +37,7 @@
 
 /* Fields a rule checks; a rule matches when all of them hold. */
 enum hl_match_kind {
-	HL_MATCH_COMM_PREFIX  = 1 << 0, /* task comm starts with comm[:comm_len] */
+	HL_MATCH_COMM_PREFIX  = 1 << 0, /* task comm starts with comm (comm_mask) */
 	HL_MATCH_COMM_EXACT   = 1 << 1, /* task comm equals comm */
 	HL_MATCH_PCOMM_PREFIX = 1 << 2, /* group leader's comm starts with pcomm */
 	HL_MATCH_PCOMM_EXACT  = 1 << 3, /* group leader's comm equals pcomm */
@@ -54,8 +54,10 @@ struct hl_rule {
 	__u32 kinds;		/* enum hl_match_kind bits */
 	char comm[HL_COMM_LEN];
 	char pcomm[HL_COMM_LEN];
-	__u32 comm_len;		/* bytes of comm to compare for a prefix */
-	__u32 pcomm_len;
+	/* 0xff for each byte of comm (pcomm) compared: a prefix's bytes, or
+	 * all 16 for an exact name, NUL padding included. */
+	__u8 comm_mask[HL_COMM_LEN];
+	__u8 pcomm_mask[HL_COMM_LEN];
 	__u32 pid;
 	__u32 tgid;
 	__u64 cgroup_id;	/* kernfs id (inode number) of the cgroup directory */
@@ -190,6 +192,8 @@ static __always_inline void hl_read_identity(struct task_struct *p, struct hl_ta
 	id->cgroup = cgrp;
 }
 
+/* Does have start with want[:len]? For a len the loader fixes (the
+ * tracer's comm filter), so the verifier walks the loop once. */
 static __always_inline int hl_prefix_eq(const char *have, const volatile char *want, __u32 len)
 {
 	for (int i = 0; i < HL_COMM_LEN; i++) {
@@ -199,6 +203,20 @@ static __always_inline int hl_prefix_eq(const char *have, const volatile char *w
 			return 0;
 	}
 	return 1;
+}
+
+/*
+ * Does a name, read as two words, equal want in the bytes mask selects? A
+ * prefix and an exact name are the same compare with different masks, in
+ * straight-line code: a byte loop would make the verifier walk every
+ * length for every rule.
+ */
+static __always_inline int hl_name_eq(const __u64 *have, const volatile char *want,
+				      const volatile __u8 *mask)
+{
+	const volatile __u64 *w = (const volatile __u64 *)want, *m = (const volatile __u64 *)mask;
+
+	return !(((have[0] ^ w[0]) & m[0]) | ((have[1] ^ w[1]) & m[1]));
 }
 
 /* Is the cgroup at `level` above the task's cgroup the one with `id`?
@@ -221,7 +239,6 @@ static __always_inline int hl_cgroup_match(void *cgroup, __u64 id, __u32 level)
 /* Walks the rule table; the first rule whose fields all hold gives the class. */
 static __always_inline __u32 hl_classify_identity(const struct hl_task_identity *id)
 {
-	const char *comm = (const char *)id->comm, *pcomm = (const char *)id->pcomm;
 	int i;
 
 	for_each_num(i, 0, hl_nr_rules) {
@@ -231,20 +248,21 @@ static __always_inline __u32 hl_classify_identity(const struct hl_task_identity 
 		if (i < 0 || i >= HL_MAX_RULES)
 			break;
 		r = &hl_rules[i];
-		k = r->kinds;
+		/* Which rule this is, the verifier cannot know; masked with
+		 * the kinds some rule uses, a test no rule needs is known to
+		 * be false and is not walked at all. */
+		k = r->kinds & hl_rule_kinds;
 		if ((k & HL_MATCH_PID) && id->pid != r->pid)
 			continue;
 		if ((k & HL_MATCH_TGID) && id->tgid != r->tgid)
 			continue;
 		if ((k & HL_MATCH_SCHED_EXT) && id->policy != HL_SCHED_EXT)
 			continue;
-		if ((k & HL_MATCH_COMM_PREFIX) && !hl_prefix_eq(comm, r->comm, r->comm_len))
+		if ((k & (HL_MATCH_COMM_PREFIX | HL_MATCH_COMM_EXACT)) &&
+		    !hl_name_eq(id->comm, r->comm, r->comm_mask))
 			continue;
-		if ((k & HL_MATCH_COMM_EXACT) && !hl_prefix_eq(comm, r->comm, HL_COMM_LEN))
-			continue;
-		if ((k & HL_MATCH_PCOMM_PREFIX) && !hl_prefix_eq(pcomm, r->pcomm, r->pcomm_len))
-			continue;
-		if ((k & HL_MATCH_PCOMM_EXACT) && !hl_prefix_eq(pcomm, r->pcomm, HL_COMM_LEN))
+		if ((k & (HL_MATCH_PCOMM_PREFIX | HL_MATCH_PCOMM_EXACT)) &&
+		    !hl_name_eq(id->pcomm, r->pcomm, r->pcomm_mask))
 			continue;
 		if ((k & HL_MATCH_CGROUP) && !hl_cgroup_match(id->cgroup, r->cgroup_id, r->cgroup_level))
 			continue;

@@ -66,6 +66,20 @@
 #define __always_inline inline __attribute__((always_inline))
 #endif
 
+/*
+ * A global function (a non-static one, kept out of line): the verifier
+ * checks it once per program, on its own, for any values of its argument
+ * types, and a call to it costs the caller one instruction. An inlined
+ * helper is instead checked again at every call and for every state the
+ * caller reaches it in, which is where most of a large program's
+ * verification goes. Arguments are scalars, pointers to memory of their
+ * type's size (which may be NULL unless __arg_nonnull says otherwise), or
+ * trusted kernel pointers (__arg_trusted); the result is a scalar.
+ */
+#define __hl_global __attribute__((noinline))
+#define __arg_trusted __attribute__((btf_decl_tag("arg:trusted")))
+#define __arg_nonnull __attribute__((btf_decl_tag("arg:nonnull")))
+
 /* BPF programs are small and hot; tell the compiler which branch to lay out
  * as the fall-through path. */
 #define likely(x) __builtin_expect(!!(x), 1)

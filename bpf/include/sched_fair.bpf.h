@@ -20,8 +20,7 @@ const volatile u32 nice_weight[40];
 
 /* Weight of p as its class, nice level and cgroup give it (1024: nice 0
  * in a weight-100 class and cgroup). */
-static __always_inline u64 task_weight(struct task_struct *p, struct hl_task *t,
-				       const volatile struct hl_class *c)
+__hl_global u64 task_weight(struct task_struct *p __arg_trusted, struct hl_task *t, u32 class_weight)
 {
 	u32 nice = (u32)(p->static_prio - 100);
 	u64 w = nice < 40 ? nice_weight[nice] : HL_WEIGHT_SCALE;
@@ -29,7 +28,7 @@ static __always_inline u64 task_weight(struct task_struct *p, struct hl_task *t,
 
 	if (p->policy == 5 /* SCHED_IDLE */)
 		w = 3;
-	w = w * (c->weight ?: 1) / HL_WEIGHT_NICE0;
+	w = w * (class_weight ?: 1) / HL_WEIGHT_NICE0;
 	cg = t && t->cgroup_id ? bpf_map_lookup_elem(&cgroup_weights, &t->cgroup_id) : NULL;
 	if (cg)
 		w = w * *cg / HL_WEIGHT_NICE0;
@@ -138,7 +137,7 @@ static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
 				       const volatile struct hl_class *c)
 {
 	t->slept_clock = frame_clock(t->frame);
-	t->lag = clamp_lag(t, c->slice_ns, task_weight(p, t, c), (s64)(t->slept_clock - t->vruntime));
+	t->lag = clamp_lag(t, c->slice_ns, task_weight(p, t, c->weight), (s64)(t->slept_clock - t->vruntime));
 	t->burst = (3 * t->burst + t->ran) / 4;
 	t->ran = 0;
 }
@@ -186,6 +185,24 @@ static __always_inline void fair_started(struct hl_task *t, const volatile struc
 }
 
 /*
+ * A fair task starts on cpu: it is held to its queue's bounds, moves that
+ * queue's clock on, and runs to the deadline returned, measured from that
+ * clock (for wake-up preemption, in hl_cpu_shared.deadline).
+ */
+__hl_global s64 fair_start(struct task_struct *p __arg_trusted, struct hl_task *t, u32 cls, s32 cpu)
+{
+	const volatile struct hl_class *c = class_get(cls);
+	u32 f = frame_of(cpu, p->nr_cpus_allowed == 1);
+	u64 w;
+
+	if (!t)
+		return 0;
+	w = task_weight(p, t, c->weight);
+	fair_started(t, c, w, f);
+	return (s64)(fair_deadline(t, w, p->scx.slice) - frame_clock(f));
+}
+
+/*
  * Charges the CPU time a fair task used on cpu. Time the CPU gave a task
  * from elsewhere (its LLC's queue) also moves its own queue's clock on, as
  * much as a nice-0 task's vruntime would move: the tasks waiting there are
@@ -201,7 +218,7 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
 	u32 own = frame_of(cpu, true);
 	struct hl_frame *fr;
 
-	t->vruntime += to_vtime(used, task_weight(p, t, c));
+	t->vruntime += to_vtime(used, task_weight(p, t, c->weight));
 	t->ran += used;
 	if (t->frame != own) {
 		fr = bpf_map_lookup_elem(&frames, &own);
@@ -221,9 +238,9 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
  * woken task's runqueue; here any CPU of the LLC may take it from the
  * shared queue, so one that should is made to.
  */
-static __always_inline s32 fair_victim(struct task_struct *p, s32 cpu, u32 llc, s64 dl)
+__hl_global s32 fair_victim(struct task_struct *p __arg_trusted, s32 cpu, u32 llc, s64 dl)
 {
-	u32 n = llc_size[llc], first = llc_first[llc], start, k;
+	u32 n = llc_size[llc & (HL_MAX_LLCS - 1)], first = llc_first[llc & (HL_MAX_LLCS - 1)], start, k;
 	u64 now = bpf_ktime_get_ns();
 	s64 latest = dl;
 	struct hl_cpu_shared *s;
@@ -253,9 +270,9 @@ static __always_inline s32 fair_victim(struct task_struct *p, s32 cpu, u32 llc, 
  * else on its LLC's, in deadline order; then makes a CPU take it: the one
  * it woke on if it preempts the task there, else an idle one.
  */
-static __always_inline void fair_enqueue(struct task_struct *p, struct hl_task *t,
-					 const volatile struct hl_class *c, u64 enq_flags)
+__hl_global int fair_enqueue(struct task_struct *p __arg_trusted, struct hl_task *t, u32 cls, u64 enq_flags)
 {
+	const volatile struct hl_class *c = class_get(cls);
 	s32 cpu = scx_bpf_task_cpu(p), target, idle;
 	bool pinned = p->nr_cpus_allowed == 1;
 	u64 w, slice, dl, dsq, clock;
@@ -266,7 +283,7 @@ static __always_inline void fair_enqueue(struct task_struct *p, struct hl_task *
 	llc = llc_of(cpu);
 	f = frame_of(cpu, pinned);
 	dsq = pinned ? HL_DSQ_PINNED(cpu) : HL_DSQ_FAIR(llc);
-	w = task_weight(p, t, c);
+	w = task_weight(p, t, c->weight);
 	slice = fair_slice(c, w, dsq, pinned ? 1 : llc_size[llc]);
 	clock = frame_clock(f);
 	if (t) {
@@ -284,7 +301,7 @@ static __always_inline void fair_enqueue(struct task_struct *p, struct hl_task *
 		if (target >= 0) {
 			scx_bpf_kick_cpu(target, HL_KICK_PREEMPT);
 			stat_inc(fair_preempts);
-			return;
+			return 0;
 		}
 	}
 	/*
@@ -299,6 +316,7 @@ static __always_inline void fair_enqueue(struct task_struct *p, struct hl_task *
 		scx_bpf_kick_cpu(idle, HL_KICK_IDLE);
 		stat_inc(idle_kicks);
 	}
+	return 0;
 }
 
 /*
@@ -324,7 +342,7 @@ static __always_inline void fair_yield(struct hl_task *t)
  * its place. Its own queue starved for seconds that way, behind a
  * cpuset-confined spinner, until the watchdog ejected the scheduler.
  */
-static __always_inline bool first_deadline(u64 dsq, s32 cpu, u64 *dl)
+__hl_global int first_deadline(u64 dsq, s32 cpu, u64 *dl)
 {
 	struct bpf_iter_scx_dsq it;
 	struct task_struct *p;
@@ -337,7 +355,8 @@ static __always_inline bool first_deadline(u64 dsq, s32 cpu, u64 *dl)
 			if (!p)
 				break;
 			if (p->nr_cpus_allowed >= nr_cpus || bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
-				*dl = p->scx.dsq_vtime;
+				if (dl)
+					*dl = p->scx.dsq_vtime;
 				found = true;
 				break;
 			}
@@ -354,7 +373,7 @@ static __always_inline bool first_deadline(u64 dsq, s32 cpu, u64 *dl)
  * task on this CPU and runnable here, leaving the CPU idle beside 64
  * tasks until the watchdog fired.)
  */
-static __always_inline bool move_first(u64 dsq, s32 cpu)
+__hl_global int move_first(u64 dsq, s32 cpu)
 {
 	struct bpf_iter_scx_dsq it;
 	struct task_struct *p;
@@ -374,7 +393,7 @@ static __always_inline bool move_first(u64 dsq, s32 cpu)
  * its local queue: from its own queue or its LLC's, whichever offers the
  * earlier deadline, each measured from its queue's clock.
  */
-static __always_inline bool fair_take(s32 cpu, u32 llc)
+__hl_global int fair_take(s32 cpu, u32 llc)
 {
 	u64 pinned = HL_DSQ_PINNED(cpu), shared = HL_DSQ_FAIR(llc), dp, ds;
 
@@ -399,9 +418,9 @@ static __always_inline bool fair_waits(s32 cpu, u32 llc)
  * LLC's queue: one of its node first, then any. Only an idle CPU steals,
  * so tasks keep their caches while their LLC keeps up.
  */
-static __always_inline bool fair_steal(u32 llc)
+__hl_global int fair_steal(u32 llc)
 {
-	u32 node = llc_node[llc], j;
+	u32 node = llc_node[llc & (HL_MAX_LLCS - 1)], j;
 	int i, pass;
 
 	for (pass = 0; pass < 2; pass++) {

@@ -78,7 +78,7 @@ static __always_inline bool lane_claim(struct task_struct *p, u32 cls, s32 cpu)
  * HL_LANE_PROBES CPUs of prev's LLC, and then HL_LANE_FAR_PROBES CPUs
  * anywhere.
  */
-static __always_inline s32 lane_victim(struct task_struct *p, u32 cls, s32 prev, u64 min_run)
+__hl_global s32 lane_victim(struct task_struct *p __arg_trusted, u32 cls, s32 prev, u64 min_run)
 {
 	struct hl_victim v = { .cpu = -1, .before = bpf_ktime_get_ns() - min_run };
 	s32 self = bpf_get_smp_processor_id();
@@ -109,7 +109,7 @@ static __always_inline s32 lane_victim(struct task_struct *p, u32 cls, s32 prev,
  * none. Only LLCs lane_llcs names are looked at; a bit found stale is
  * cleared.
  */
-static __always_inline bool lane_steal(u32 own)
+__hl_global int lane_steal(u32 own)
 {
 	u64 mask = lane_llcs & ~(1ULL << (own & 63));
 	u32 j;
