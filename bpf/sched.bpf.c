@@ -54,7 +54,7 @@ s32 hl_select_cpu(u64 *ctx)
 	s32 prev = ctx[1], cpu;
 	u64 wake_flags = ctx[2];
 	struct hl_task *t = task_ctx(p);
-	u32 cls = task_class(p, t);
+	u32 cls = task_class(HL_TASK(p), t);
 	const volatile struct hl_class *c = class_get(cls);
 	bool idle = false;
 
@@ -78,7 +78,7 @@ s32 hl_select_cpu(u64 *ctx)
 	 * that CPU's local queue: no enqueue callback, no second IPI. A
 	 * migration-disabled task stays where it is. */
 	if (c->high_priority && c->preempt && !migration_disabled(p, 1)) {
-		cpu = lane_victim(p, cls, prev, 0);
+		cpu = lane_victim(HL_TASK(p), cls, prev, 0);
 		if (cpu >= 0) {
 			hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, HL_ENQ_PREEMPT);
 			stat_inc(preempt_kicks);
@@ -163,7 +163,7 @@ static __always_inline void lane_enqueue(struct task_struct *p, u32 cls, const v
 		stat_inc(idle_kicks);
 		return;
 	}
-	cpu = lane_victim(p, cls, scx_bpf_task_cpu(p), c->preempt ? 0 : min_slice_ns);
+	cpu = lane_victim(HL_TASK(p), cls, scx_bpf_task_cpu(p), c->preempt ? 0 : min_slice_ns);
 	if (cpu >= 0 && (enq_flags & HL_ENQ_WAKEUP)) {
 		hl_dsq_insert(p, HL_DSQ_LOCAL_ON | cpu, c->slice_ns, enq_flags | HL_ENQ_PREEMPT);
 		stat_inc(preempt_kicks);
@@ -198,7 +198,7 @@ int hl_enqueue(u64 *ctx)
 	if (resume_preempted(p, enq_flags))
 		return 0;
 	t = task_ctx(p);
-	cls = task_class(p, t);
+	cls = task_class(HL_TASK(p), t);
 	c = class_get(cls);
 	stat_class_inc(enqueued, cls);
 
@@ -239,7 +239,7 @@ int hl_enqueue(u64 *ctx)
 	if (c->high_priority)
 		lane_enqueue(p, cls, c, enq_flags);
 	else
-		fair_enqueue(p, t, cls, enq_flags);
+		fair_enqueue(HL_TASK(p), t, cls, enq_flags);
 	return 0;
 }
 
@@ -249,7 +249,7 @@ static __always_inline const volatile struct hl_class *requeued_prev(struct task
 {
 	if (!prev || !(prev->scx.flags & HL_TASK_QUEUED))
 		return NULL;
-	return class_get(task_class(prev, task_ctx(prev)));
+	return class_get(task_class(HL_TASK(prev), task_ctx(prev)));
 }
 
 /* Makes a CPU of llc other than self, running fair work, take the lane
@@ -373,7 +373,7 @@ int hl_tick(u64 *ctx)
 		return 0;
 	/* A task that never sleeps is classified here, once a slice: one
 	 * that left the lane (renamed, moved, its device idle) gives way. */
-	c = class_get(task_class(p, task_ctx(p)));
+	c = class_get(task_class(HL_TASK(p), task_ctx(p)));
 	if (!c->high_priority)
 		return 0;
 	p->scx.slice = c->slice_ns;
@@ -401,9 +401,9 @@ int hl_running(u64 *ctx)
 	claim = s->claim;
 	if (claim) {
 		s->claim = 0;
-		cls = (claim >> 8) == p->pid ? claim & 0xff : task_class(p, t);
+		cls = (claim >> 8) == p->pid ? claim & 0xff : task_class(HL_TASK(p), t);
 	} else {
-		cls = t && t->cls.valid ? t->cls.class_id : task_class(p, t);
+		cls = t && t->cls.valid ? t->cls.class_id : task_class(HL_TASK(p), t);
 	}
 	c = class_get(cls);
 	stat_class_inc(dispatched, cls);
@@ -428,7 +428,7 @@ int hl_running(u64 *ctx)
 	else
 		fair_served(o, s, now);
 	if (t)
-		s->deadline = fair_start(p, t, cls, cpu);
+		s->deadline = fair_start(HL_TASK(p), t, cls, cpu);
 	/*
 	 * A guard turn runs to its end, shielded: a lane wake-up that
 	 * preempted it at once would make the guard worthless. It ends with
@@ -469,7 +469,7 @@ int hl_stopping(u64 *ctx)
 	 * tell a preempted fair task.
 	 */
 	if (!runnable)
-		task_class(p, t);
+		task_class(HL_TASK(p), t);
 	s->state = HL_CPU_IDLE;
 	used = bpf_ktime_get_ns() - s->started_at;
 	if (o->lane)

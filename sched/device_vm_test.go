@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,8 +23,8 @@ import (
 
 // deviceChildEnv makes the test binary a process with two threads that
 // sleep in 1 ms steps: the main one, and a worker that prints its thread
-// id and, once a line arrives on stdin, opens the device named by the
-// variable and issues an ioctl on it.
+// id and, between a "go" and a "stop" line on stdin, opens the device
+// named by the variable and issues an ioctl on it at every step.
 const deviceChildEnv = "HOTLANE_TEST_DEVICE_CHILD"
 
 func deviceChild(dev string) {
@@ -31,17 +32,16 @@ func deviceChild(dev string) {
 	go func() {
 		runtime.LockOSThread()
 		fmt.Println(unix.Gettid())
-		go1 := make(chan struct{})
+		var using atomic.Bool
 		go func() {
-			bufio.NewReader(os.Stdin).ReadString('\n')
-			close(go1)
+			in := bufio.NewScanner(os.Stdin)
+			for in.Scan() {
+				using.Store(in.Text() == "go")
+			}
 		}()
 		for {
-			select {
-			case <-go1:
+			if using.Load() {
 				useDevice(dev)
-				go1 = nil
-			default:
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -133,14 +133,14 @@ func TestGuestDeviceMatchersJoinTheLane(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	use := make(chan struct{}, 1)
+	// The device is used at every step until the class is seen, so that
+	// no poll, however slow, falls between a use and its idle time.
+	var using atomic.Bool
 	worker := namedThread(t, ctx, "dev-worker", func() {
-		select {
-		case <-use:
+		if using.Load() {
 			if err := useDevice("/dev/full"); err != nil {
 				t.Error(err)
 			}
-		default:
 		}
 		time.Sleep(time.Millisecond)
 	})
@@ -171,14 +171,18 @@ func TestGuestDeviceMatchersJoinTheLane(t *testing.T) {
 	normal := map[int]string{worker: "normal", sibling: "normal", childMain: "normal", childWorker: "normal"}
 	classesAgree(t, "before any device use", s, tr, normal)
 
-	use <- struct{}{}
-	classesAgree(t, "the worker opened /dev/full", s, tr, map[int]string{worker: "accel", sibling: "normal", childMain: "normal", childWorker: "normal"})
+	using.Store(true)
+	classesAgree(t, "the worker uses /dev/full", s, tr, map[int]string{worker: "accel", sibling: "normal", childMain: "normal", childWorker: "normal"})
+	using.Store(false)
 	classesAgree(t, "/dev/full idle", s, tr, normal)
 
 	if _, err := io.WriteString(proc.stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
-	classesAgree(t, "the child's worker used /dev/zero", s, tr, map[int]string{worker: "normal", sibling: "normal", childMain: "accelproc", childWorker: "accelproc"})
+	classesAgree(t, "the child's worker uses /dev/zero", s, tr, map[int]string{worker: "normal", sibling: "normal", childMain: "accelproc", childWorker: "accelproc"})
+	if _, err := io.WriteString(proc.stdin, "stop\n"); err != nil {
+		t.Fatal(err)
+	}
 	classesAgree(t, "/dev/zero idle", s, tr, normal)
 
 	st, err := s.Stats()

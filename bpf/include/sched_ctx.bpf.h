@@ -180,8 +180,9 @@ static __always_inline struct hl_task *task_ctx(struct task_struct *p)
  * (storage could not be created: out of memory) is classified afresh,
  * which the classifier counts.
  */
-__hl_global u32 task_class(struct task_struct *p __arg_trusted, struct hl_task *t)
+__hl_global u32 task_class(struct task_struct___arg *task __arg_trusted, struct hl_task *t)
 {
+	struct task_struct *p = (void *)task;
 	return hl_classify_entry(p, t ? &t->cls : NULL);
 }
 

@@ -20,8 +20,9 @@ const volatile u32 nice_weight[40];
 
 /* Weight of p as its class, nice level and cgroup give it (1024: nice 0
  * in a weight-100 class and cgroup). */
-__hl_global u64 task_weight(struct task_struct *p __arg_trusted, struct hl_task *t, u32 class_weight)
+__hl_global u64 task_weight(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 class_weight)
 {
+	struct task_struct *p = (void *)task;
 	u32 nice = (u32)(p->static_prio - 100);
 	u64 w = nice < 40 ? nice_weight[nice] : HL_WEIGHT_SCALE;
 	u32 *cg;
@@ -137,7 +138,7 @@ static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
 				       const volatile struct hl_class *c)
 {
 	t->slept_clock = frame_clock(t->frame);
-	t->lag = clamp_lag(t, c->slice_ns, task_weight(p, t, c->weight), (s64)(t->slept_clock - t->vruntime));
+	t->lag = clamp_lag(t, c->slice_ns, task_weight(HL_TASK(p), t, c->weight), (s64)(t->slept_clock - t->vruntime));
 	t->burst = (3 * t->burst + t->ran) / 4;
 	t->ran = 0;
 }
@@ -189,15 +190,16 @@ static __always_inline void fair_started(struct hl_task *t, const volatile struc
  * queue's clock on, and runs to the deadline returned, measured from that
  * clock (for wake-up preemption, in hl_cpu_shared.deadline).
  */
-__hl_global s64 fair_start(struct task_struct *p __arg_trusted, struct hl_task *t, u32 cls, s32 cpu)
+__hl_global s64 fair_start(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, s32 cpu)
 {
+	struct task_struct *p = (void *)task;
 	const volatile struct hl_class *c = class_get(cls);
 	u32 f = frame_of(cpu, p->nr_cpus_allowed == 1);
 	u64 w;
 
 	if (!t)
 		return 0;
-	w = task_weight(p, t, c->weight);
+	w = task_weight(HL_TASK(p), t, c->weight);
 	fair_started(t, c, w, f);
 	return (s64)(fair_deadline(t, w, p->scx.slice) - frame_clock(f));
 }
@@ -218,7 +220,7 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
 	u32 own = frame_of(cpu, true);
 	struct hl_frame *fr;
 
-	t->vruntime += to_vtime(used, task_weight(p, t, c->weight));
+	t->vruntime += to_vtime(used, task_weight(HL_TASK(p), t, c->weight));
 	t->ran += used;
 	if (t->frame != own) {
 		fr = bpf_map_lookup_elem(&frames, &own);
@@ -238,8 +240,9 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
  * woken task's runqueue; here any CPU of the LLC may take it from the
  * shared queue, so one that should is made to.
  */
-__hl_global s32 fair_victim(struct task_struct *p __arg_trusted, s32 cpu, u32 llc, s64 dl)
+__hl_global s32 fair_victim(struct task_struct___arg *task __arg_trusted, s32 cpu, u32 llc, s64 dl)
 {
+	struct task_struct *p = (void *)task;
 	u32 n = llc_size[llc & (HL_MAX_LLCS - 1)], first = llc_first[llc & (HL_MAX_LLCS - 1)], start, k;
 	u64 now = bpf_ktime_get_ns();
 	s64 latest = dl;
@@ -270,8 +273,9 @@ __hl_global s32 fair_victim(struct task_struct *p __arg_trusted, s32 cpu, u32 ll
  * else on its LLC's, in deadline order; then makes a CPU take it: the one
  * it woke on if it preempts the task there, else an idle one.
  */
-__hl_global int fair_enqueue(struct task_struct *p __arg_trusted, struct hl_task *t, u32 cls, u64 enq_flags)
+__hl_global int fair_enqueue(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, u64 enq_flags)
 {
+	struct task_struct *p = (void *)task;
 	const volatile struct hl_class *c = class_get(cls);
 	s32 cpu = scx_bpf_task_cpu(p), target, idle;
 	bool pinned = p->nr_cpus_allowed == 1;
@@ -283,7 +287,7 @@ __hl_global int fair_enqueue(struct task_struct *p __arg_trusted, struct hl_task
 	llc = llc_of(cpu);
 	f = frame_of(cpu, pinned);
 	dsq = pinned ? HL_DSQ_PINNED(cpu) : HL_DSQ_FAIR(llc);
-	w = task_weight(p, t, c->weight);
+	w = task_weight(HL_TASK(p), t, c->weight);
 	slice = fair_slice(c, w, dsq, pinned ? 1 : llc_size[llc]);
 	clock = frame_clock(f);
 	if (t) {
@@ -297,7 +301,7 @@ __hl_global int fair_enqueue(struct task_struct *p __arg_trusted, struct hl_task
 	hl_dsq_insert_vtime(p, dsq, slice, dl, enq_flags);
 
 	if (enq_flags & HL_ENQ_WAKEUP) {
-		target = fair_victim(p, cpu, llc, (s64)(dl - clock));
+		target = fair_victim(HL_TASK(p), cpu, llc, (s64)(dl - clock));
 		if (target >= 0) {
 			scx_bpf_kick_cpu(target, HL_KICK_PREEMPT);
 			stat_inc(fair_preempts);
