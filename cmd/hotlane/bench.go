@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,48 +15,13 @@ import (
 	"unicode"
 
 	"github.com/hotlane/hotlane/loader"
-	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 	"github.com/hotlane/hotlane/vm"
 	"github.com/hotlane/hotlane/workloads"
 )
 
-func runBench(ctx context.Context, args []string) int {
-	if len(args) > 0 && args[0] == "hooks" {
-		return runBenchHooks(ctx, args[1:])
-	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	list := fs.String("schedulers", strings.Join(workloads.BuiltinVariants, ","),
-		"comma-separated variants to compare: "+strings.Join(workloads.BuiltinVariants, ", ")+", or a --scheduler NAME")
-	var external listFlag
-	fs.Var(&external, "scheduler", "a sched_ext scheduler program to compare, as NAME=COMMAND (repeatable); the bench starts it, waits for sched_ext to be enabled and stops it with SIGINT, then SIGKILL")
-	baseline := fs.String("baseline", workloads.EEVDF, "variant the ratios are relative to")
-	duration := durationFlag(fs, "duration", 20*time.Second, 100*time.Millisecond, 0, "measured time per variant and repeat")
-	warmup := durationFlag(fs, "warmup", 2*time.Second, 0, 0, "unmeasured time after each variant starts")
-	repeats := intFlag(fs, "repeats", 3, 1, 100, "rounds over the list, alternating the order")
-	fifoPrio := intFlag(fs, "fifo-priority", workloads.DefaultFIFOPriority, 1, 99, "SCHED_FIFO priority of the lane under eevdf+fifo")
-	enableTimeout := durationFlag(fs, "enable-timeout", workloads.DefaultEnableTimeout, 100*time.Millisecond, 10*time.Minute, "how long a scheduler program may take to enable sched_ext")
-	period := durationFlag(fs, "period", 10*time.Millisecond, workloads.MinPeriod, 0, "default workload: inference task period (100 Hz by default)")
-	compute := durationFlag(fs, "compute", 2*time.Millisecond, 0, 0, "default workload: inference task CPU time per period")
-	hogs := intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "default workload: CPU hog threads (default: 2x the CPUs)")
-	workloadName := fs.String("workload", workloads.WorkloadDefault, "the workload: "+strings.Join(workloads.BuiltinWorkloads, ", ")+" (see below), or a workload file (JSON, see workloads/examples/), which overrides --period, --compute and --hogs")
-	cyclictest := fs.String("cyclictest", "cyclictest", "cyclictest (rt-tests) program; the default workload runs it beside the inference task as the outside view when it is found ('none': leave it out)")
-	stressNg := fs.String("stress-ng", "stress-ng", "stress-ng program, for workloads that use it")
-	hackbench := fs.String("hackbench", "hackbench", "hackbench (rt-tests) program, for workloads that use it")
-	perf := fs.String("perf", "perf", "perf (linux-perf) program, for workloads that run perf bench sched")
-	sysbench := fs.String("sysbench", "sysbench", "sysbench program, for workloads that use it")
-	rtApp := fs.String("rt-app", "rt-app", "rt-app program, for workloads that use it")
-	scxSimple := fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the kernel's scx_simple")
-	scxQmap := fs.String("scx-qmap", vm.ScxQmapGuestPath, "path of the kernel's scx_qmap")
-	bound := fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency of the class ('' for none)")
-	out := fs.String("out", defaultOutDir(), "write report.txt, report.json, the SVG plots and, per variant, a trace of its worst waits over --bound (trace-VARIANT.json, as verify --trace) here")
-	junitPath := fs.String("junit", "", "also write a JUnit XML report to this file: a test case per variant (an error if it did not run) and per clause of the bound")
-	var comms listFlag
-	fs.Var(&comms, "inference-comm", "comm prefix hotlane treats as inference (default: the lane's own comms: infer, cyclictest)")
-	policyPath := fs.String("policy", "", "hotlane's policy file, and the tracer's classes, instead of the default policy (not with --inference-comm); e.g. device matchers, with a workload whose periodic task has \"device\"")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: hotlane bench [flags]
+const benchUsage = `Usage: hotlane bench [flags]
        hotlane bench hooks [flags]   (what each BPF hook kind costs; -h for its flags)
 
 Runs the same workload under each variant in one boot, in alternating
@@ -119,187 +83,170 @@ Actions (GITHUB_ACTIONS=true) each variant and clause also becomes an
 annotation on standard output.
 
 Flags:
-`)
+`
+
+// benchFlags are the flags of hotlane bench.
+type benchFlags struct {
+	list, baseline, workload, bound, out, junitPath, policyPath *string
+	external, comms                                             listFlag
+	duration, warmup, enableTimeout, period, compute            *time.Duration
+	repeats, fifoPrio, hogs                                     *int
+	scxSimple, scxQmap                                          *string
+	cyclictest, stressNg, hackbench, perf, sysbench, rtApp      *string
+}
+
+func newBenchFlags(fs *flag.FlagSet) *benchFlags {
+	f := &benchFlags{}
+	f.list = fs.String("schedulers", strings.Join(workloads.BuiltinVariants, ","),
+		"comma-separated variants to compare: "+strings.Join(workloads.BuiltinVariants, ", ")+", or a --scheduler NAME")
+	fs.Var(&f.external, "scheduler", "a sched_ext scheduler program to compare, as NAME=COMMAND (repeatable); the bench starts it, waits for sched_ext to be enabled and stops it with SIGINT, then SIGKILL")
+	f.baseline = fs.String("baseline", workloads.EEVDF, "variant the ratios are relative to")
+	f.duration = durationFlag(fs, "duration", 20*time.Second, 100*time.Millisecond, 0, "measured time per variant and repeat")
+	f.warmup = durationFlag(fs, "warmup", 2*time.Second, 0, 0, "unmeasured time after each variant starts")
+	f.repeats = intFlag(fs, "repeats", 3, 1, 100, "rounds over the list, alternating the order")
+	f.fifoPrio = intFlag(fs, "fifo-priority", workloads.DefaultFIFOPriority, 1, 99, "SCHED_FIFO priority of the lane under eevdf+fifo")
+	f.enableTimeout = durationFlag(fs, "enable-timeout", workloads.DefaultEnableTimeout, 100*time.Millisecond, 10*time.Minute, "how long a scheduler program may take to enable sched_ext")
+	f.period = durationFlag(fs, "period", 10*time.Millisecond, workloads.MinPeriod, 0, "default workload: inference task period (100 Hz by default)")
+	f.compute = durationFlag(fs, "compute", 2*time.Millisecond, 0, 0, "default workload: inference task CPU time per period")
+	f.hogs = intFlag(fs, "hogs", 2*runtime.NumCPU(), 0, 4096, "default workload: CPU hog threads (default: 2x the CPUs)")
+	f.workload = fs.String("workload", workloads.WorkloadDefault, "the workload: "+strings.Join(workloads.BuiltinWorkloads, ", ")+" (see below), or a workload file (JSON, see workloads/examples/), which overrides --period, --compute and --hogs")
+	f.cyclictest = fs.String("cyclictest", "cyclictest", "cyclictest (rt-tests) program; the default workload runs it beside the inference task as the outside view when it is found ('none': leave it out)")
+	f.stressNg = fs.String("stress-ng", "stress-ng", "stress-ng program, for workloads that use it")
+	f.hackbench = fs.String("hackbench", "hackbench", "hackbench (rt-tests) program, for workloads that use it")
+	f.perf = fs.String("perf", "perf", "perf (linux-perf) program, for workloads that run perf bench sched")
+	f.sysbench = fs.String("sysbench", "sysbench", "sysbench program, for workloads that use it")
+	f.rtApp = fs.String("rt-app", "rt-app", "rt-app program, for workloads that use it")
+	f.scxSimple = fs.String("scx-simple", vm.ScxSimpleGuestPath, "path of the kernel's scx_simple")
+	f.scxQmap = fs.String("scx-qmap", vm.ScxQmapGuestPath, "path of the kernel's scx_qmap")
+	f.bound = fs.String("bound", "inference:p99<=5ms", "latency bound hotlane must meet, checked on the tracer's run-queue latency of the class ('' for none)")
+	f.out = fs.String("out", defaultOutDir(), "write report.txt, report.json, the SVG plots and, per variant, a trace of its worst waits over --bound (trace-VARIANT.json, as verify --trace) here")
+	f.junitPath = fs.String("junit", "", "also write a JUnit XML report to this file: a test case per variant (an error if it did not run) and per clause of the bound")
+	fs.Var(&f.comms, "inference-comm", "comm prefix hotlane treats as inference (default: the lane's own comms: infer, cyclictest)")
+	f.policyPath = fs.String("policy", "", "hotlane's policy file, and the tracer's classes, instead of the default policy (not with --inference-comm); e.g. device matchers, with a workload whose periodic task has \"device\"")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
 		printFlags(fs)
 	}
+	return f
+}
+
+// request is what the parsed flags of fs ask the bench for.
+func (f *benchFlags) request(fs *flag.FlagSet) workloads.BenchRequest {
+	return workloads.BenchRequest{
+		Schedulers: *f.list, External: f.external,
+		Variant:  workloads.VariantOptions{ScxSimplePath: *f.scxSimple, ScxQmapPath: *f.scxQmap, FIFOPriority: *f.fifoPrio},
+		Baseline: *f.baseline, BaselineGiven: flagGiven(fs, "baseline"), Args: fs.Args(),
+		Workload: *f.workload, Period: *f.period, Compute: *f.compute, Hogs: *f.hogs,
+		Programs: workloads.Programs{Cyclictest: *f.cyclictest, StressNg: *f.stressNg, Hackbench: *f.hackbench,
+			Perf: *f.perf, Sysbench: *f.sysbench, RtApp: *f.rtApp},
+		Bound: *f.bound, PolicyPath: *f.policyPath, InferenceComms: f.comms,
+		Duration: *f.duration, Warmup: *f.warmup, Repeats: *f.repeats, EnableTimeout: *f.enableTimeout,
+		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "hotlane bench: %s\n", msg) },
+	}
+}
+
+func runBench(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] == "hooks" {
+		return runBenchHooks(ctx, args[1:])
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	f := newBenchFlags(fs)
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
-	fail := func(err error) int {
+	code, err := benchRun(ctx, f.request(fs), *f.out, *f.junitPath)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
 		return exitError
 	}
+	return code
+}
+
+// benchRun checks req, runs the bench and writes its reports into out;
+// it returns the exit status.
+func benchRun(ctx context.Context, req workloads.BenchRequest, out, junitPath string) (int, error) {
 	// Every flag and file is checked before the privileges, and those
 	// before anything is created, started or loaded.
-	if fs.NArg() > 0 {
-		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	}
-	opts := workloads.VariantOptions{ScxSimplePath: *scxSimple, ScxQmapPath: *scxQmap, FIFOPriority: *fifoPrio}
-	for _, spec := range external {
-		v, err := workloads.ParseScheduler(spec)
-		if err != nil {
-			return fail(err)
-		}
-		opts.External = append(opts.External, v)
-	}
-	variants, err := workloads.ParseVariants(*list, opts)
+	variants, err := req.Variants()
 	if err != nil {
-		return fail(err)
+		return 0, err
 	}
-	// The default baseline may be left out of the list (no ratios then);
-	// one asked for by name must be compared, or the run is for nothing.
-	if flagGiven(fs, "baseline") && !slices.ContainsFunc(variants, func(v workloads.Variant) bool { return v.Name == *baseline }) {
-		return fail(fmt.Errorf("--baseline %s is not among the variants compared (%s): the ratios need it", *baseline, variantNames(variants)))
+	if err := checkDir("--out", out); err != nil {
+		return 0, err
 	}
-	if err := checkDir("--out", *out); err != nil {
-		return fail(err)
+	b, err := req.Bench(ctx, variants)
+	if err != nil {
+		return 0, err
 	}
-
-	var mix workloads.Mix
-	if *workloadName == workloads.WorkloadDefault {
-		if *compute >= *period || *duration < 10**period {
-			return fail(fmt.Errorf("need compute < period and a duration of at least 10 periods (got compute %s, period %s, duration %s)", *compute, *period, *duration))
-		}
-		mix = workloads.Mix{
-			Periodic: []workloads.Periodic{{Comm: "infer", Period: *period, Compute: *compute}},
-			Hogs:     []workloads.Hogs{{Comm: "hog", Threads: *hogs}},
-		}
-		if *cyclictest != "none" {
-			if _, err := exec.LookPath(*cyclictest); err != nil {
-				fmt.Fprintf(os.Stderr, "hotlane bench: %s not found: the outside view is left out (install rt-tests; in the VM add it with --add /usr/bin/cyclictest)\n", *cyclictest)
-			} else {
-				mix.Cyclictest = []workloads.Cyclictest{{Interval: *period, Threads: 1, Limit: workloads.DefaultCyclictestLimit}}
-			}
-		}
-	} else if mix, err = workloads.LoadWorkload(*workloadName, runtime.NumCPU()); err != nil {
-		return fail(err)
-	}
-	if err := mix.CheckTasks(); err != nil {
-		return fail(err)
-	}
-	if !mix.HasLane() {
-		return fail(fmt.Errorf("workload %s has no periodic task, no cyclictest and no decode server: the bench measures a lane", *workloadName))
-	}
-	// The workload's outside programs must be there: refuse, don't skip.
-	for _, o := range []struct {
-		paths          []*string
-		name, pkg, def string
-	}{
-		{pathsOf(mix.Cyclictest, func(c *workloads.Cyclictest) *string { return &c.Path }), "cyclictest", "rt-tests", *cyclictest},
-		{pathsOf(mix.StressNg, func(s *workloads.StressNg) *string { return &s.Path }), "stress-ng", "stress-ng", *stressNg},
-		{pathsOf(mix.Hackbench, func(h *workloads.Hackbench) *string { return &h.Path }), "hackbench", "rt-tests", *hackbench},
-		{pathsOf(mix.PerfBench, func(p *workloads.PerfBench) *string { return &p.Path }), "perf", "linux-perf", *perf},
-		{pathsOf(mix.Sysbench, func(s *workloads.Sysbench) *string { return &s.Path }), "sysbench", "sysbench", *sysbench},
-		{pathsOf(mix.RtApp, func(r *workloads.RtApp) *string { return &r.Path }), "rt-app", "rt-app", *rtApp},
-	} {
-		for _, p := range o.paths {
-			if *p == "" {
-				*p = o.def
-			}
-			if _, err := exec.LookPath(*p); err != nil {
-				return fail(fmt.Errorf("the workload runs %s, but %s is not found: install %s (in the VM: --add /usr/bin/%s, or --judges) or give --%s PATH", o.name, *p, o.pkg, o.name, o.name))
-			}
-		}
-	}
-
-	var pol *policy.Policy
-	if *policyPath != "" {
-		if len(comms) > 0 {
-			return fail(fmt.Errorf("--policy and --inference-comm both given: put the comms in the policy file"))
-		}
-		if pol, err = policy.Load(ctx, *policyPath); err != nil {
-			return fail(err)
-		}
-	} else {
-		if len(comms) == 0 {
-			comms = mix.LaneComms()
-		}
-		pol = policy.Default(comms...)
-		if err := pol.Validate(); err != nil {
-			return fail(err)
-		}
-	}
-	var bounds []verify.Bound
-	if *bound != "" {
-		if bounds, err = verify.ParseBounds(*bound, "inference"); err != nil {
-			return fail(err)
-		}
-		for _, bd := range bounds {
-			if _, ok := pol.Class(bd.Class); !ok {
-				return fail(fmt.Errorf("bound for unknown class %q (classes: %v)", bd.Class, pol.ClassNames()))
-			}
-		}
-	}
-
 	// Loading schedulers and the tracer: fail before anything starts.
 	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"); err != nil {
-		return fail(err)
+		return 0, err
 	}
-	if err := requireDir("--out", *out); err != nil {
-		return fail(err)
+	if err := requireDir("--out", out); err != nil {
+		return 0, err
 	}
-	ci, err := createCIOutputs(*junitPath, os.Stdout)
+	ci, err := createCIOutputs(junitPath, os.Stdout)
 	if err != nil {
-		return fail(err)
+		return 0, err
 	}
 	started := time.Now()
-	run, skipped := workloads.Preflight(variants, workloads.DetectHost())
+	run, skipped := workloads.Preflight(b.Variants, workloads.DetectHost())
 	for _, s := range skipped {
 		fmt.Fprintf(os.Stderr, "hotlane bench: skipping %s: %s\n", s.Name, s.Reason)
 	}
 	if len(run) == 0 {
-		return fail(fmt.Errorf("none of the variants can run here"))
+		return 0, errors.New("none of the variants can run here")
 	}
-	b := workloads.Bench{
-		Variants: run,
-		Workload: mix,
-		Warmup:   *warmup, Duration: *duration, Repeats: *repeats,
-		Policy:        pol,
-		EnableTimeout: *enableTimeout,
-		Progress:      os.Stderr,
-		Bounds:        bounds,
+	b.Variants, b.Progress = run, os.Stderr
+	rep, err := runBenchRounds(ctx, b, started, skipped, req.Baseline)
+	if err != nil {
+		return 0, err
 	}
+	if err := writeBenchReports(rep, out, ci, started); err != nil {
+		return 0, err
+	}
+	if !rep.Complete && !rep.Interrupted {
+		return exitError, nil
+	}
+	return exitCode(rep.Verdict), nil
+}
+
+// runBenchRounds runs the unloaded servers and the rounds of b; a signal
+// ends them with a report of what was measured, marked interrupted.
+func runBenchRounds(ctx context.Context, b workloads.Bench, started time.Time, skipped []workloads.Skipped, baseline string) (*workloads.Report, error) {
 	// A signal here leaves the rounds to say so.
 	unloaded, err := b.RunUnloaded(ctx)
 	if err != nil && !errors.Is(err, report.ErrInterrupted) {
-		return fail(err)
+		return nil, err
 	}
 	runs, err := b.Run(ctx)
 	interrupted := errors.Is(err, report.ErrInterrupted)
 	if err != nil && !interrupted {
-		return fail(err)
+		return nil, err
 	}
-	rep := workloads.NewReport(started, runs, skipped, *baseline, bounds)
+	rep := workloads.NewReport(started, runs, skipped, baseline, b.Bounds)
 	rep.SetUnloaded(unloaded)
 	if interrupted {
 		rep.Interrupt()
 	}
+	return rep, nil
+}
+
+// writeBenchReports writes the text report, the files into out and the
+// CI outputs.
+func writeBenchReports(rep *workloads.Report, out string, ci *ciOutputs, started time.Time) error {
 	if err := rep.WriteText(os.Stdout); err != nil {
-		return fail(err)
+		return err
 	}
-	files, err := writeBenchFiles(rep, *out)
+	files, err := writeBenchFiles(rep, out)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	fmt.Fprintf(os.Stderr, "hotlane bench: %s in %s\n", strings.Join(files, ", "), *out)
+	fmt.Fprintf(os.Stderr, "hotlane bench: %s in %s\n", strings.Join(files, ", "), out)
 	if slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(f, "trace-") }) {
 		fmt.Fprintf(os.Stderr, "hotlane bench: each trace-VARIANT.json holds that variant's worst waits over the bound: %s\n", verify.HowToOpenTrace)
 	}
-	if err := ci.write("hotlane bench", started, rep.Cases(time.Since(started))); err != nil {
-		return fail(err)
-	}
-	if !rep.Complete && !rep.Interrupted {
-		return exitError
-	}
-	return exitCode(rep.Verdict)
-}
-
-func variantNames(vs []workloads.Variant) string {
-	names := make([]string, len(vs))
-	for i, v := range vs {
-		names[i] = v.Name
-	}
-	return strings.Join(names, ", ")
+	return ci.write("hotlane bench", started, rep.Cases(time.Since(started)))
 }
 
 // defaultOutDir is the VM's result directory inside the guest (copied back
@@ -374,13 +321,4 @@ func writeBenchFiles(rep *workloads.Report, dir string) ([]string, error) {
 		names = append(names, name)
 	}
 	return names, nil
-}
-
-// pathsOf returns a pointer to each generator's program path.
-func pathsOf[T any](gens []T, path func(*T) *string) []*string {
-	out := make([]*string, len(gens))
-	for i := range gens {
-		out[i] = path(&gens[i])
-	}
-	return out
 }
