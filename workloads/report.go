@@ -379,11 +379,16 @@ func ratioOf(a, b float64) string {
 	return ratio(a / b)
 }
 
-// WriteText writes the report for people: the lane's latency in three
-// views, what each variant cost everyone else, the tracer's latency per
-// class, whether the views agree, and the verdict.
+// WriteText writes the report for people: the decode servers' tokens per
+// second first where there are any, the lane's latency in its views, what
+// each variant cost everyone else, the tracer's latency per class, whether
+// the views agree, and the verdict.
 func (r *Report) WriteText(w io.Writer) error {
 	out := report.NewWriter(w)
+	// An inference user reads tokens per second first.
+	if err := r.writeDecode(w); err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "lane latency, four views: tracer = run-queue wait of the lane's threads (kernel, from the wake-up),")
 	fmt.Fprintln(w, "felt = the same from the timer's expiry where a timer woke them, app = our periodic task's own wake-up")
 	fmt.Fprintln(w, "lateness, cyclictest = rt-tests' own histogram (percentiles are bucket upper edges):")
@@ -406,9 +411,6 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	if err := t.WriteText(w); err != nil {
-		return err
-	}
-	if err := r.writeDecode(w); err != nil {
 		return err
 	}
 
@@ -539,9 +541,10 @@ func (r *Report) writeDecode(w io.Writer) error {
 		return nil
 	}
 	out := report.NewWriter(w)
-	out.Printf("\ndecode servers, in their own words: tokens per second (and as a fraction of the baseline's and of the\n")
+	out.Printf("decode servers, in their own words: tokens per second (and as a fraction of the baseline's and of the\n")
 	out.Printf("same servers' alone, unloaded), time to first token (TTFT) and inter-token latency (ITL):\n")
 	out.Do(t.WriteText)
+	out.Printf("\n")
 	return out.Err()
 }
 
