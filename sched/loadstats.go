@@ -16,10 +16,11 @@ const VerifierLimit = 1_000_000
 // LoadStats is where the time to start the scheduler went, and what each
 // program cost the verifier.
 type LoadStats struct {
-	// KernelBTF is reading and parsing the running kernel's BTF; Prepare
+	// KernelBTF is the start to the running kernel's BTF parsed (the
+	// topology and the newest object are read meanwhile); Prepare
 	// choosing and configuring the object; Verify the kernel loading
-	// (verifying) every program; Enable attaching it, which switches
-	// every task to it.
+	// (verifying) every program, side by side; Enable attaching it,
+	// which switches every task to it.
 	KernelBTF, Prepare, Verify, Enable time.Duration
 	// Programs are the loaded programs, by name.
 	Programs []ProgramLoad

@@ -21,10 +21,20 @@ func objectFor(k loader.Kfuncs) (object, error) {
 	if err != nil {
 		return object{}, fmt.Errorf("%w: %w", ErrUnsupportedKernel, err)
 	}
-	load := map[string]func() (*ebpf.CollectionSpec, error){
-		"612": bpf.LoadSched612,
-		"613": bpf.LoadSched613,
-		"700": bpf.LoadSched700,
-	}[name]
-	return object{name, load}, nil
+	return object{name, objectLoad(name)}, nil
+}
+
+// newestObject is the compilation current kernels load.
+const newestObject = "700"
+
+// objectLoad returns the reader of the compilation called name.
+func objectLoad(name string) func() (*ebpf.CollectionSpec, error) {
+	switch name {
+	case "612":
+		return bpf.LoadSched612
+	case "613":
+		return bpf.LoadSched613
+	default:
+		return bpf.LoadSched700
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -81,7 +82,7 @@ func Tick() (time.Duration, error) {
 
 // Scheduler is a loaded and enabled hotlane scheduler.
 type Scheduler struct {
-	coll      *ebpf.Collection
+	coll      *loader.Collection
 	link      link.Link
 	devLinks  []link.Link // the device matchers' hooks, if the policy has any
 	stats     io.Closer   // BPF run-time statistics, with Config.MeasureCost
@@ -109,7 +110,7 @@ func Load(cfg Config) (*Scheduler, error) {
 
 // loaded is a verified scheduler collection, not yet enabled.
 type loaded struct {
-	coll   *ebpf.Collection
+	coll   *loader.Collection
 	kernel *btf.Spec
 	object string
 	topo   *topology.Topology
@@ -154,27 +155,33 @@ func loadCollection(cfg Config) (*loaded, error) {
 	if cache == nil {
 		cache = btf.NewCache()
 	}
-	kernel, err := cache.Kernel()
-	if err != nil {
-		return nil, fmt.Errorf("kernel BTF: %w", err)
+	// The kernel's BTF, a good part of the start on a small machine, is
+	// read beside the topology and the newest object's ELF, which is
+	// what a current kernel loads.
+	kch := make(chan kernelInfo, 1)
+	go func() { kch <- readKernel(cache, started) }()
+	newest, newestErr := objectLoad(newestObject)()
+	topo, topoErr := topology.Read(topology.SysfsRoot)
+	kb := <-kch
+	if kb.err != nil {
+		return nil, kb.err
 	}
+	if topoErr != nil {
+		return nil, topoErr
+	}
+	kernel := kb.spec
 	var stats LoadStats
-	stats.KernelBTF = time.Since(started)
-	kfuncs, err := loader.KfuncsFromBTF(kernel)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnsupportedKernel, err)
-	}
-	obj, err := objectFor(kfuncs)
+	stats.KernelBTF = kb.took
+	obj, err := objectFor(kb.kfuncs)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := obj.load()
+	spec, err := newest, newestErr
+	if obj.name != newestObject {
+		spec, err = obj.load()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read scheduler object %s: %w", obj.name, err)
-	}
-	topo, err := topology.Read(topology.SysfsRoot)
-	if err != nil {
-		return nil, err
 	}
 	if err := configure(spec, cfg, kernel, topo); err != nil {
 		return nil, err
@@ -186,7 +193,7 @@ func loadCollection(cfg Config) (*loaded, error) {
 	stats.Prepare = time.Since(started) - stats.KernelBTF
 	verifying := time.Now()
 	done := progress(cfg.Progress, fmt.Sprintf("the kernel is verifying the scheduler (object %s)", obj.name))
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: cache})
+	coll, err := loader.NewCollectionParallel(spec, ebpf.CollectionOptions{Cache: cache}, runtime.NumCPU())
 	done()
 	stats.Verify = time.Since(verifying)
 	if err != nil {
@@ -197,6 +204,27 @@ func loadCollection(cfg Config) (*loaded, error) {
 	}
 	stats.Programs = verifiedInstructions(coll.Programs)
 	return &loaded{coll: coll, kernel: kernel, object: obj.name, topo: topo, stats: stats}, nil
+}
+
+// kernelInfo is the running kernel's BTF and the scx kfuncs it has.
+type kernelInfo struct {
+	spec   *btf.Spec
+	kfuncs loader.Kfuncs
+	took   time.Duration // from the start to the BTF parsed
+	err    error
+}
+
+func readKernel(cache *btf.Cache, started time.Time) kernelInfo {
+	kernel, err := cache.Kernel()
+	if err != nil {
+		return kernelInfo{err: fmt.Errorf("kernel BTF: %w", err)}
+	}
+	took := time.Since(started)
+	kfuncs, err := loader.KfuncsFromBTF(kernel)
+	if err != nil {
+		return kernelInfo{err: fmt.Errorf("%w: %v", ErrUnsupportedKernel, err)}
+	}
+	return kernelInfo{spec: kernel, kfuncs: kfuncs, took: took}
 }
 
 // enable attaches the device hooks and the struct_ops map of a loaded
@@ -363,7 +391,7 @@ func deviceHooks() []string { return []string{"hl_device_open", "hl_device_ioctl
 
 // attachDeviceHooks attaches the device hooks the collection has (none
 // for a policy without device matchers). On error none stays attached.
-func attachDeviceHooks(coll *ebpf.Collection) ([]link.Link, error) {
+func attachDeviceHooks(coll *loader.Collection) ([]link.Link, error) {
 	var links []link.Link
 	for _, name := range deviceHooks() {
 		prog := coll.Programs[name]
