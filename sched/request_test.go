@@ -11,15 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// saysErr reports whether err is nil and want "", or err says want.
-func saysErr(err error, want string) bool {
-	if err == nil || want == "" {
-		return (err == nil) == (want == "")
-	}
-	return strings.Contains(err.Error(), want)
-}
+	"github.com/hotlane/hotlane/internal/errtest"
+)
 
 func TestRunRequestValidate(t *testing.T) {
 	for _, tt := range []struct {
@@ -37,7 +31,7 @@ func TestRunRequestValidate(t *testing.T) {
 		{"checking a policy takes no argument either", RunRequest{CheckPolicy: "other.json", Args: []string{"now"}}, `unexpected argument "now"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.req.Validate(); !saysErr(err, tt.want) {
+			if err := tt.req.Validate(); !errtest.Says(err, tt.want) {
 				t.Errorf("Validate() = %v, want %q", err, tt.want)
 			}
 		})
@@ -60,7 +54,7 @@ func TestRunRequestPolicy(t *testing.T) {
 		t.Errorf("Policy() of %s = %v, %v; want the file's classes", tiersPolicy, table, err)
 	}
 	missing := filepath.Join(t.TempDir(), "missing.json")
-	if _, _, err := (RunRequest{PolicyPath: missing}).Policy(ctx); !saysErr(err, missing) {
+	if _, _, err := (RunRequest{PolicyPath: missing}).Policy(ctx); !errtest.Says(err, missing) {
 		t.Errorf("Policy() of a missing file = %v, want an error naming it", err)
 	}
 }
@@ -75,7 +69,7 @@ func TestRunRequestCheckedPolicy(t *testing.T) {
 	if err := os.WriteFile(noCatchAll, []byte(`{"classes": [{"name": "lane", "match": [{"comm_prefix": "a"}]}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (RunRequest{CheckPolicy: noCatchAll}).CheckedPolicy(ctx); !saysErr(err, "catch-all") {
+	if _, err := (RunRequest{CheckPolicy: noCatchAll}).CheckedPolicy(ctx); !errtest.Says(err, "catch-all") {
 		t.Errorf("CheckedPolicy() without a catch-all = %v, want an error saying it needs one", err)
 	}
 }
