@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hotlane/hotlane/internal/safefile"
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
@@ -171,7 +172,7 @@ func benchRun(ctx context.Context, req workloads.BenchRequest, out, junitPath st
 	if err != nil {
 		return 0, err
 	}
-	if err := checkDir("--out", out); err != nil {
+	if err := safefile.CheckDir("--out", out); err != nil {
 		return 0, err
 	}
 	b, err := req.Bench(ctx, variants)
