@@ -150,17 +150,9 @@ func runBench(ctx context.Context, args []string) int {
 	if len(args) > 0 && args[0] == "hooks" {
 		return runBenchHooks(ctx, args[1:])
 	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	f := newBenchFlags(fs)
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	code, err := benchRun(ctx, f.request(fs), *f.out, *f.junitPath)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-		return exitError
-	}
-	return code
+	return runCommand(ctx, "bench", args, newBenchFlags, func(ctx context.Context, fs *flag.FlagSet, f *benchFlags) (int, error) {
+		return benchRun(ctx, f.request(fs), *f.out, *f.junitPath)
+	})
 }
 
 // benchRun checks req, runs the bench and writes its reports into out;

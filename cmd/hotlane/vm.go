@@ -104,17 +104,9 @@ func (f *vmFlags) request(fs *flag.FlagSet) vm.Request {
 }
 
 func runVM(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("vm", flag.ContinueOnError)
-	f := newVMFlags(fs)
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	code, err := vmRun(ctx, f.request(fs))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane vm: %v\n", err)
-		return exitError
-	}
-	return code
+	return runCommand(ctx, "vm", args, newVMFlags, func(ctx context.Context, fs *flag.FlagSet, f *vmFlags) (int, error) {
+		return vmRun(ctx, f.request(fs))
+	})
 }
 
 // vmRun checks req, boots the guest and returns the guest command's exit
