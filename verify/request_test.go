@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotlane/hotlane/internal/errtest"
 )
 
 func TestRequestValidate(t *testing.T) {
@@ -25,7 +27,7 @@ func TestRequestValidate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.req.Validate()
-			if !errorSays(err, tt.want) {
+			if !errtest.Says(err, tt.want) {
 				t.Errorf("Validate() = %v, want %q", err, tt.want)
 			}
 		})
@@ -163,7 +165,7 @@ func TestRequestCheckTargets(t *testing.T) {
 		{Request{TIDs: tooMany}, "at most"},
 	} {
 		err := tt.req.CheckTargets()
-		if !errorSays(err, tt.want) {
+		if !errtest.Says(err, tt.want) {
 			t.Errorf("CheckTargets(pid %d, tids %v) = %v, want %q", tt.req.PID, tt.req.TIDs, err, tt.want)
 		}
 	}
@@ -200,7 +202,7 @@ func TestResultUnchecked(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.res.Unchecked(2 * time.Second)
-			if !errorSays(err, tt.want) {
+			if !errtest.Says(err, tt.want) {
 				t.Errorf("Unchecked() = %v, want %q", err, tt.want)
 			}
 			// Cut short, the run checked nothing yet: no mistake.
@@ -210,12 +212,4 @@ func TestResultUnchecked(t *testing.T) {
 			}
 		})
 	}
-}
-
-// errorSays reports whether err is nil and want "", or err says want.
-func errorSays(err error, want string) bool {
-	if want == "" {
-		return err == nil
-	}
-	return err != nil && strings.Contains(err.Error(), want)
 }

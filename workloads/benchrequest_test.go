@@ -7,16 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/errtest"
 	"github.com/hotlane/hotlane/policy"
 )
-
-// errorSays reports whether err is nil and want "", or err says want.
-func errorSays(err error, want string) bool {
-	if want == "" {
-		return err == nil
-	}
-	return err != nil && strings.Contains(err.Error(), want)
-}
 
 func TestBenchRequestVariants(t *testing.T) {
 	for _, tt := range []struct {
@@ -33,7 +26,7 @@ func TestBenchRequestVariants(t *testing.T) {
 		{"an argument left over", BenchRequest{Schedulers: EEVDF, Args: []string{"now"}}, `unexpected argument "now"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.req.Variants(); !errorSays(err, tt.want) {
+			if _, err := tt.req.Variants(); !errtest.Says(err, tt.want) {
 				t.Errorf("Variants() = %v, want %q", err, tt.want)
 			}
 		})
@@ -100,7 +93,7 @@ func TestBenchRequestRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			req := defaultBench()
 			tt.change(&req)
-			if _, err := req.Bench(context.Background(), nil); !errorSays(err, tt.want) {
+			if _, err := req.Bench(context.Background(), nil); !errtest.Says(err, tt.want) {
 				t.Errorf("Bench() = %v, want %q", err, tt.want)
 			}
 		})

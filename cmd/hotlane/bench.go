@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hotlane/hotlane/internal/safefile"
 	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
@@ -149,17 +150,9 @@ func runBench(ctx context.Context, args []string) int {
 	if len(args) > 0 && args[0] == "hooks" {
 		return runBenchHooks(ctx, args[1:])
 	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	f := newBenchFlags(fs)
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	code, err := benchRun(ctx, f.request(fs), *f.out, *f.junitPath)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane bench: %v\n", err)
-		return exitError
-	}
-	return code
+	return runCommand(ctx, "bench", args, newBenchFlags, func(ctx context.Context, fs *flag.FlagSet, f *benchFlags) (int, error) {
+		return benchRun(ctx, f.request(fs), *f.out, *f.junitPath)
+	})
 }
 
 // benchRun checks req, runs the bench and writes its reports into out;
@@ -171,7 +164,7 @@ func benchRun(ctx context.Context, req workloads.BenchRequest, out, junitPath st
 	if err != nil {
 		return 0, err
 	}
-	if err := checkDir("--out", out); err != nil {
+	if err := safefile.CheckDir("--out", out); err != nil {
 		return 0, err
 	}
 	b, err := req.Bench(ctx, variants)

@@ -52,6 +52,23 @@ func exitCode(v report.Verdict) int {
 	return exitError
 }
 
+// runCommand is a command called name: it parses args into the flags
+// newFlags defines and runs what they ask for, which returns the exit
+// status or an error, said in one line.
+func runCommand[F any](ctx context.Context, name string, args []string, newFlags func(*flag.FlagSet) F, run func(context.Context, *flag.FlagSet, F) (int, error)) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	f := newFlags(fs)
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	code, err := run(ctx, fs, f)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane %s: %v\n", name, err)
+		return exitError
+	}
+	return code
+}
+
 // command is one hotlane subcommand.
 type command struct {
 	name    string

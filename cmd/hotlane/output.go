@@ -1,16 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/internal/safefile"
 	"github.com/hotlane/hotlane/report"
@@ -75,39 +70,10 @@ func textOut(json *output, quiet bool) io.Writer {
 	return os.Stderr
 }
 
-// checkDir checks, without creating anything, that path is a directory or
-// can become one: a command checks all its paths before it starts, and
-// one that then fails on another flag leaves no directory behind.
-func checkDir(flag, path string) error {
-	target := filepath.Clean(path)
-	for p := target; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			if (!errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR)) || p == filepath.Dir(p) {
-				return fmt.Errorf("%s %w", flag, err)
-			}
-			// Missing, or under a file: the nearest existing ancestor
-			// decides.
-			continue
-		}
-		what := flag + " " + path
-		if p != target {
-			what += " cannot be created: " + p
-		}
-		switch {
-		case !fi.IsDir():
-			return fmt.Errorf("%s is a file, not a directory", what)
-		case unix.Access(p, unix.W_OK) != nil:
-			return fmt.Errorf("%s is not writable by this user", what)
-		}
-		return nil
-	}
-}
-
-// requireDir is checkDir, then makes the directory, just before a long
-// run that ends by writing into it.
+// requireDir is safefile.CheckDir, then makes the directory, just before
+// a long run that ends by writing into it.
 func requireDir(flag, path string) error {
-	if err := checkDir(flag, path); err != nil {
+	if err := safefile.CheckDir(flag, path); err != nil {
 		return err
 	}
 	return os.MkdirAll(path, 0o755)

@@ -156,17 +156,9 @@ func (f *verifyFlags) request(fs *flag.FlagSet) verify.Request {
 }
 
 func runVerify(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	f := newVerifyFlags(fs)
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	code, err := verifyRun(ctx, f.request(fs), f)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane verify: %v\n", err)
-		return exitError
-	}
-	return code
+	return runCommand(ctx, "verify", args, newVerifyFlags, func(ctx context.Context, fs *flag.FlagSet, f *verifyFlags) (int, error) {
+		return verifyRun(ctx, f.request(fs), f)
+	})
 }
 
 // verifyRun checks req, runs it and writes its reports; it returns the

@@ -75,6 +75,37 @@ func Check(path string) error {
 	return nil
 }
 
+// CheckDir checks, without creating anything, that path is a directory
+// or can become one: a command checks all its paths before it starts, and
+// one that then fails on another flag leaves no directory behind. Its
+// errors start with what, which names the path for the user (the flag
+// that gave it).
+func CheckDir(what, path string) error {
+	target := filepath.Clean(path)
+	for p := target; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			if (!errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR)) || p == filepath.Dir(p) {
+				return fmt.Errorf("%s %w", what, err)
+			}
+			// Missing, or under a file: the nearest existing ancestor
+			// decides.
+			continue
+		}
+		named := what + " " + path
+		if p != target {
+			named += " cannot be created: " + p
+		}
+		switch {
+		case !fi.IsDir():
+			return fmt.Errorf("%s is a file, not a directory", named)
+		case unix.Access(p, unix.W_OK) != nil:
+			return fmt.Errorf("%s is not writable by this user", named)
+		}
+		return nil
+	}
+}
+
 // checkTarget refuses a target that exists and is not a regular file.
 func checkTarget(path string) error {
 	fi, err := os.Lstat(path)

@@ -253,3 +253,29 @@ func TestPublishedStreamGrowsInPlace(t *testing.T) {
 		t.Errorf("temporary files left: %v", tmp)
 	}
 }
+
+// CheckDir accepts a directory or a path that can become one, creates
+// nothing, and names the path by what gave it.
+func TestCheckDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path, want string // want in the error; "" for none
+	}{
+		{dir, ""},
+		{filepath.Join(dir, "new", "deeper"), ""},
+		{file, "--out " + file + " is a file, not a directory"},
+		{filepath.Join(file, "sub"), "--out " + filepath.Join(file, "sub") + " cannot be created: " + file + " is a file, not a directory"},
+	} {
+		err := CheckDir("--out", tt.path)
+		if (err == nil) != (tt.want == "") || (err != nil && err.Error() != tt.want) {
+			t.Errorf("CheckDir(%s) = %v, want %q", tt.path, err, tt.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("CheckDir created a directory: %v", err)
+	}
+}
