@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/cliargs"
 	"github.com/hotlane/hotlane/policy"
 )
 
@@ -43,8 +44,8 @@ type RunRequest struct {
 // file, which has its own. With CheckPolicy the policy flags are not
 // used, so they cannot conflict.
 func (r RunRequest) Validate() error {
-	if len(r.Args) > 0 {
-		return fmt.Errorf("unexpected argument %q", r.Args[0])
+	if err := cliargs.None(r.Args); err != nil {
+		return err
 	}
 	if r.CheckPolicy == "" && r.PolicyPath != "" && len(r.InferenceComms) > 0 {
 		return errors.New("--inference-comm applies to the built-in policy; put the comms in the policy file instead")

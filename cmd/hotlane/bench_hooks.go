@@ -14,16 +14,9 @@ import (
 	"github.com/hotlane/hotlane/report"
 )
 
-func runBenchHooks(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("bench hooks", flag.ContinueOnError)
-	hooks := fs.String("hooks", "", "comma-separated hook kinds to measure (default all: "+kindList()+")")
-	calls := intFlag(fs, "calls", 100000, 100, 100000000, "getpid calls per round")
-	rounds := intFlag(fs, "rounds", 5, 1, 1000, "rounds per hook, each timing the loop without and with the program")
-	own := fs.Bool("own", true, "also measure hotlane's own tracer and ioctl probe programs")
-	ownFor := durationFlag(fs, "own-duration", 2*time.Second, 100*time.Millisecond, time.Hour, "load time per measure of hotlane's own programs")
-	jsonPath := fs.String("json", "", "also write every figure as JSON to this file (-: standard output, and the text report goes to standard error)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: hotlane bench hooks [flags]
+// benchHooksUsage is the help before the flags, with the hook kinds to
+// fill in.
+const benchHooksUsage = `Usage: hotlane bench hooks [flags]
 
 Measures what a BPF program costs on each kind of hook of this kernel. One
 trivial program (count and timestamp into a per-CPU map) is attached in
@@ -53,53 +46,70 @@ Example:
 Exit status: 0 measured (refused hooks included), 2 error.
 
 Flags:
-`, kindList())
+`
+
+// benchHooksFlags are the flags of hotlane bench hooks.
+type benchHooksFlags struct {
+	hooks, jsonPath *string
+	calls, rounds   *int
+	own             *bool
+	ownFor          *time.Duration
+}
+
+func newBenchHooksFlags(fs *flag.FlagSet) *benchHooksFlags {
+	f := &benchHooksFlags{}
+	f.hooks = fs.String("hooks", "", "comma-separated hook kinds to measure (default all: "+kindList()+")")
+	f.calls = intFlag(fs, "calls", 100000, 100, 100000000, "getpid calls per round")
+	f.rounds = intFlag(fs, "rounds", 5, 1, 1000, "rounds per hook, each timing the loop without and with the program")
+	f.own = fs.Bool("own", true, "also measure hotlane's own tracer and ioctl probe programs")
+	f.ownFor = durationFlag(fs, "own-duration", 2*time.Second, 100*time.Millisecond, time.Hour, "load time per measure of hotlane's own programs")
+	f.jsonPath = fs.String("json", "", "also write every figure as JSON to this file (-: standard output, and the text report goes to standard error)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), benchHooksUsage, kindList())
 		printFlags(fs)
 	}
-	if code, done := parseFlags(fs, args); done {
-		return code
+	return f
+}
+
+// request is what the parsed flags of fs ask the bench for.
+func (f *benchHooksFlags) request(fs *flag.FlagSet) hookbench.Request {
+	return hookbench.Request{
+		Hooks: *f.hooks, Calls: *f.calls, Rounds: *f.rounds, Own: *f.own, OwnFor: *f.ownFor,
+		Args: fs.Args(), Progress: os.Stderr,
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(os.Stderr, "hotlane bench hooks: %v\n", err)
-		return exitError
-	}
-	if fs.NArg() > 0 {
-		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	}
-	var names []string
-	if *hooks != "" {
-		names = strings.Split(*hooks, ",")
-	}
-	kinds, err := hookbench.ParseKinds(names)
+}
+
+func runBenchHooks(ctx context.Context, args []string) int {
+	return runCommand(ctx, "bench hooks", args, newBenchHooksFlags, func(ctx context.Context, fs *flag.FlagSet, f *benchHooksFlags) (int, error) {
+		return benchHooksRun(ctx, f.request(fs), *f.jsonPath)
+	})
+}
+
+// benchHooksRun checks req, measures and writes the reports; it returns
+// the exit status.
+func benchHooksRun(ctx context.Context, req hookbench.Request, jsonPath string) (int, error) {
+	cfg, err := req.Config()
 	if err != nil {
-		return fail(fmt.Errorf("--hooks: %w", err))
+		return 0, err
 	}
 	if err := loader.RequireCapabilities("CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"); err != nil {
-		return fail(err)
+		return 0, err
 	}
-	jsonOut, err := newOutput(*jsonPath, anyoneReads)
+	jsonOut, err := newOutput(jsonPath, anyoneReads)
 	if err != nil {
-		return fail(fmt.Errorf("--json: %w", err))
+		return 0, fmt.Errorf("--json: %w", err)
 	}
-
-	rep, err := hookbench.Run(ctx, hookbench.Config{Kinds: kinds, Calls: *calls, Rounds: *rounds, Progress: os.Stderr})
+	rep, err := req.Run(ctx, cfg)
 	if err != nil {
-		return fail(err)
-	}
-	if *own {
-		fmt.Fprintf(os.Stderr, "hooks: hotlane's own programs, %s per measure\n", *ownFor)
-		if rep.Programs, err = hookbench.ProfileOwn(ctx, *ownFor); err != nil {
-			return fail(err)
-		}
-		rep.ProgramsLoad = hookbench.OwnLoad(*ownFor)
+		return 0, err
 	}
 	if err := rep.WriteText(textOut(jsonOut, false)); err != nil {
-		return fail(err)
+		return 0, err
 	}
 	if err := jsonOut.write(func(w io.Writer) error { return report.WriteJSON(w, rep) }); err != nil {
-		return fail(err)
+		return 0, err
 	}
-	return exitOK
+	return exitOK, nil
 }
 
 func kindList() string {

@@ -10,23 +10,7 @@ import (
 	"github.com/hotlane/hotlane/loader"
 )
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-func runDoctor(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	var (
-		asJSON  = fs.Bool("json", false, "print the findings as JSON instead of text")
-		noMount = fs.Bool("no-mount", false, "do not mount tracefs at /sys/kernel/tracing when it is missing")
-		require stringList
-	)
-	fs.Var(&require, "require", "exit 1 unless `FEATURE` is available; repeatable or comma-separated\n(names: "+strings.Join(loader.FeatureNames(), ", ")+"; root = caps)")
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, `Usage: hotlane doctor [--json] [--require FEATURE[,FEATURE...]] [--no-mount]
+const doctorUsage = `Usage: hotlane doctor [--json] [--require FEATURE[,FEATURE...]] [--no-mount]
 
 Report what this kernel and this process support: kernel release, the
 capabilities hotlane needs, kernel BTF, sched_ext (state and running
@@ -39,44 +23,49 @@ Every missing feature gets a line saying what to do. The exit status is 0
 unless a --require'd feature is missing (1) or the arguments are bad (2).
 
 Flags:
-`)
+`
+
+// doctorFlags are the flags of hotlane doctor.
+type doctorFlags struct {
+	asJSON, noMount *bool
+	require         listFlag
+}
+
+func newDoctorFlags(fs *flag.FlagSet) *doctorFlags {
+	f := &doctorFlags{}
+	f.asJSON = fs.Bool("json", false, "print the findings as JSON instead of text")
+	f.noMount = fs.Bool("no-mount", false, "do not mount tracefs at /sys/kernel/tracing when it is missing")
+	fs.Var(&f.require, "require", "exit 1 unless `FEATURE` is available; repeatable or comma-separated\n(names: "+strings.Join(loader.FeatureNames(), ", ")+"; root = caps)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), doctorUsage)
 		printFlags(fs)
 	}
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "hotlane doctor: unexpected argument %q\n", fs.Arg(0))
-		return exitError
-	}
-	required, err := loader.ParseFeatureNames(require)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane doctor: %v\n", err)
-		return exitError
-	}
+	return f
+}
 
-	feats, err := loader.Probe(ctx, loader.ProbeOptions{NoMount: *noMount})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane doctor: %v\n", err)
-		return exitError
-	}
-	if *asJSON {
-		err = feats.WriteJSON(os.Stdout)
-	} else {
-		err = feats.WriteText(os.Stdout)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane doctor: %v\n", err)
-		return exitError
-	}
+func runDoctor(ctx context.Context, args []string) int {
+	return runCommand(ctx, "doctor", args, newDoctorFlags, func(ctx context.Context, fs *flag.FlagSet, f *doctorFlags) (int, error) {
+		return doctorRun(ctx, loader.DoctorRequest{Require: f.require, NoMount: *f.noMount, JSON: *f.asJSON, Args: fs.Args()})
+	})
+}
 
-	if missing := feats.Missing(required); len(missing) > 0 {
-		names := make([]string, len(missing))
-		for i, m := range missing {
-			names[i] = m.Name
-		}
-		fmt.Fprintf(os.Stderr, "hotlane doctor: required feature(s) missing: %s\n", strings.Join(names, ", "))
-		return exitFail
+// doctorRun probes this kernel as req asks and says what it found; the
+// exit status says whether the features req requires are there.
+func doctorRun(ctx context.Context, req loader.DoctorRequest) (int, error) {
+	required, err := req.Required()
+	if err != nil {
+		return 0, err
 	}
-	return exitOK
+	feats, err := loader.Probe(ctx, req.Options())
+	if err != nil {
+		return 0, err
+	}
+	if err := req.Write(os.Stdout, feats); err != nil {
+		return 0, err
+	}
+	if unmet := loader.Unmet(feats, required); unmet != "" {
+		fmt.Fprintf(os.Stderr, "hotlane doctor: %s\n", unmet)
+		return exitFail, nil
+	}
+	return exitOK, nil
 }

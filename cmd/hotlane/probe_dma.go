@@ -4,30 +4,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/hotlane/hotlane/metrics"
 	"github.com/hotlane/hotlane/probe/dma"
-	"github.com/hotlane/hotlane/report"
 )
 
-func runProbeDMA(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("probe dma", flag.ContinueOnError)
-	duration := durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
-	listen := fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464): per device DMA-API calls, failed calls and bytes by kind, map latency histograms, losses")
-	webConfig := webConfigFlag(fs)
-	jsonPath := fs.String("json", "", "also write the result as JSON to this file (-: standard output, and the text report goes to standard error)")
-	interval := durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
-	quiet := fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
-	hooks := fs.String("hook", dma.HooksAuto, "hook family: auto, tp_btf (dma:* tracepoints, typed), tracepoint (dma:* through tracefs) or fentry (fexit on the DMA-API functions)")
-	latency := fs.String("latency", dma.LatencyAuto, "map latency with fentry/fexit on the map functions: auto (where fentry loads), on (required) or off")
-	var events listFlag
-	fs.Var(&events, "events", "trace only these dma:* tracepoints (comma-separated or repeated), e.g. dma_map_phys,dma_unmap_phys")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: hotlane probe dma [flags]
+// probeDMAUsage is the help before the flags, with the exit status and
+// the tracepoints the probe knows to fill in.
+const probeDMAUsage = `Usage: hotlane probe dma [flags]
 
 Counts DMA-API activity per device until Ctrl-C, SIGTERM or --duration:
 map, unmap, alloc and free calls, bytes mapped and their rate, failed
@@ -47,64 +34,73 @@ Examples:
 Tracepoints it knows: %s
 
 Flags:
-`, probeExitHelp, strings.Join(dma.KnownTracepoints(), ", "))
+`
+
+// probeDMAFlags are the flags of hotlane probe dma.
+type probeDMAFlags struct {
+	duration, interval                          *time.Duration
+	listen, webConfig, jsonPath, hooks, latency *string
+	quiet                                       *bool
+	events                                      listFlag
+}
+
+func newProbeDMAFlags(fs *flag.FlagSet) *probeDMAFlags {
+	f := &probeDMAFlags{}
+	f.duration = durationFlag(fs, "duration", 0, 0, 0, "how long to measure; 0: until Ctrl-C or SIGTERM")
+	f.listen = fs.String("listen", "", "serve Prometheus metrics on ADDR/metrics while measuring (e.g. 127.0.0.1:9464): per device DMA-API calls, failed calls and bytes by kind, map latency histograms, losses")
+	f.webConfig = webConfigFlag(fs)
+	f.jsonPath = fs.String("json", "", "also write the result as JSON to this file (-: standard output, and the text report goes to standard error)")
+	f.interval = durationFlag(fs, "interval", 2*time.Second, 100*time.Millisecond, 0, "how often to print a progress line")
+	f.quiet = fs.Bool("q", false, "no progress lines; with --json -, no text report either: the JSON alone (machine-only)")
+	f.hooks = fs.String("hook", dma.HooksAuto, "hook family: auto, tp_btf (dma:* tracepoints, typed), tracepoint (dma:* through tracefs) or fentry (fexit on the DMA-API functions)")
+	f.latency = fs.String("latency", dma.LatencyAuto, "map latency with fentry/fexit on the map functions: auto (where fentry loads), on (required) or off")
+	fs.Var(&f.events, "events", "trace only these dma:* tracepoints (comma-separated or repeated), e.g. dma_map_phys,dma_unmap_phys")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), probeDMAUsage, probeExitHelp, strings.Join(dma.KnownTracepoints(), ", "))
 		printFlags(fs)
 	}
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "hotlane probe dma: unexpected argument %q\n", fs.Arg(0))
-		return exitError
-	}
-	jsonOut, err := newOutput(*jsonPath, anyoneReads)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
-		return exitError
-	}
+	return f
+}
 
-	ro := dma.RunOptions{Duration: *duration, Interval: *interval, Progress: os.Stderr}
-	if *quiet {
-		ro.Progress = nil
+// request is what the parsed flags of fs ask the probe for.
+func (f *probeDMAFlags) request(fs *flag.FlagSet) dma.Request {
+	r := dma.Request{
+		Duration: *f.duration, Interval: *f.interval, Hooks: *f.hooks, Latency: *f.latency, Events: f.events,
+		Args: fs.Args(), Log: os.Stderr,
 	}
-	until := "Ctrl-C to stop"
-	if *duration > 0 {
-		until = fmt.Sprintf("stopping after %s or Ctrl-C", *duration)
+	if !*f.quiet {
+		r.Progress = os.Stderr
 	}
-	ro.Started = func(p *dma.Probe) {
-		lat := "not measured"
-		if l := p.LatencyHooks(); len(l) > 0 {
-			lat = strings.Join(l, ", ")
-		}
-		fmt.Fprintf(os.Stderr, "hotlane probe dma: attached %s (map latency: %s); %s\n",
-			strings.Join(p.Hooks(), ", "), lat, until)
+	return r
+}
+
+func runProbeDMA(ctx context.Context, args []string) int {
+	return runCommand(ctx, "probe dma", args, newProbeDMAFlags, func(ctx context.Context, fs *flag.FlagSet, f *probeDMAFlags) (int, error) {
+		return probeDMARun(ctx, f.request(fs), f)
+	})
+}
+
+// probeDMARun checks req, counts and writes the reports; it returns the
+// exit status.
+func probeDMARun(ctx context.Context, req dma.Request, f *probeDMAFlags) (int, error) {
+	if err := req.Validate(); err != nil {
+		return 0, err
 	}
-	var col *metrics.DMACollector
-	if *listen != "" {
-		col = metrics.NewDMACollector()
-		srv, err := serveMetrics("hotlane probe dma", *listen, *webConfig, *quiet, col)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
-			return exitError
-		}
-		defer srv.Close()
-		ro.Live = col.Live
-	}
-	res, err := dma.Run(ctx, dma.Options{Hooks: *hooks, Latency: *latency, Events: events}, ro)
+	jsonOut, err := newOutput(*f.jsonPath, anyoneReads)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
-		return exitError
+		return 0, err
 	}
-	if col != nil {
-		col.Final(res)
+	ro := req.RunOptions()
+	m, err := serveProbeMetrics("hotlane probe dma", *f.listen, *f.webConfig, *f.quiet, metrics.NewDMACollector())
+	if err != nil {
+		return 0, err
 	}
-	if err := res.WriteText(textOut(jsonOut, *quiet)); err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
-		return exitError
+	defer m.close()
+	ro.Live = m.live()
+	res, err := dma.Run(ctx, req.Options(), ro)
+	if err != nil {
+		return 0, err
 	}
-	if err := jsonOut.write(func(w io.Writer) error { return res.WriteJSON(w) }); err != nil {
-		fmt.Fprintf(os.Stderr, "hotlane probe dma: %v\n", err)
-		return exitError
-	}
-	return exitCode(report.Judge(res.Interrupted, true))
+	m.final(res)
+	return writeProbeReports(jsonOut, *f.quiet, res.WriteText, res.WriteJSON, res.Interrupted)
 }

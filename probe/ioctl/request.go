@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/hotlane/hotlane/internal/cliargs"
 )
 
 // A Request is what a probe ioctl command line asks for, as given:
@@ -39,10 +41,7 @@ type Request struct {
 // Validate checks the arguments left over; the filters are checked as
 // the probe attaches, where their devices and processes are looked up.
 func (r Request) Validate() error {
-	if len(r.Args) > 0 {
-		return fmt.Errorf("unexpected argument %q", r.Args[0])
-	}
-	return nil
+	return cliargs.None(r.Args)
 }
 
 // Config is the probe r asks for.

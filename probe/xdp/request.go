@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/hotlane/hotlane/internal/cliargs"
 )
 
 // A Request is what a probe xdp command line asks for, as given:
@@ -33,8 +35,8 @@ type Request struct {
 // Validate checks what needs no file: no arguments left over, an
 // interface named.
 func (r Request) Validate() error {
-	if len(r.Args) > 0 {
-		return fmt.Errorf("unexpected argument %q", r.Args[0])
+	if err := cliargs.None(r.Args); err != nil {
+		return err
 	}
 	if r.Interface == "" {
 		return errors.New("--iface is required; see `ip link` for the interfaces")
