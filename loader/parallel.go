@@ -105,11 +105,11 @@ func loadOne(spec, shared *ebpf.CollectionSpec, name string, opts ebpf.Collectio
 		return nil, err
 	}
 	defer coll.Close()
-	prog, err := coll.DetachProgram(name), error(nil)
+	prog := coll.DetachProgram(name)
 	if prog == nil {
-		err = fmt.Errorf("program %s: not loaded", name)
+		return nil, fmt.Errorf("program %s: not loaded", name)
 	}
-	return prog, err
+	return prog, nil
 }
 
 // NewCollectionParallel loads spec as ebpf.NewCollectionWithOptions does,
