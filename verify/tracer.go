@@ -210,13 +210,7 @@ type tracerObjects struct {
 	Bss    *ebpf.Map `ebpf:".bss"`
 }
 
-func (o *tracerObjects) Close() error {
-	var errs []error
-	for _, m := range loader.MapsByName(o) {
-		errs = append(errs, m.Close())
-	}
-	return errors.Join(errs...)
-}
+func (o *tracerObjects) Close() error { return loader.CloseMaps(o) }
 
 // ErrBadTracerConfig is returned for configurations Attach refuses.
 var ErrBadTracerConfig = errors.New("bad tracer configuration")
