@@ -96,12 +96,15 @@ const (
 	uprobeFuncLabel = "hookbench.getpidCall"
 )
 
-// program is the hookbench.bpf.c program of each kind.
-var programs = map[Kind]string{
-	FEntry: bpf.HookbenchProgHbFentry, FExit: bpf.HookbenchProgHbFexit,
-	TpBTF: bpf.HookbenchProgHbTpBtf, RawTp: bpf.HookbenchProgHbRawTp, Tracepoint: bpf.HookbenchProgHbTracepoint,
-	Kprobe: bpf.HookbenchProgHbKprobe, Kretprobe: bpf.HookbenchProgHbKretprobe,
-	KprobeMulti: bpf.HookbenchProgHbKprobeMulti, Uprobe: bpf.HookbenchProgHbUprobe,
+// programs returns the hookbench.bpf.c program of each kind, out of the
+// object's programs p.
+func programs(p *bpf.HookbenchProgramSpecs) map[Kind]*ebpf.ProgramSpec {
+	return map[Kind]*ebpf.ProgramSpec{
+		FEntry: p.HbFentry, FExit: p.HbFexit,
+		TpBTF: p.HbTpBtf, RawTp: p.HbRawTp, Tracepoint: p.HbTracepoint,
+		Kprobe: p.HbKprobe, Kretprobe: p.HbKretprobe,
+		KprobeMulti: p.HbKprobeMulti, Uprobe: p.HbUprobe,
+	}
 }
 
 // event names what kind k attaches to, for the report.
@@ -213,9 +216,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hook bench object: %w", err)
 	}
-	if err := spec.Variables[bpf.HookbenchVarGetpidNr].Set(int64(unix.SYS_GETPID)); err != nil {
-		return nil, fmt.Errorf("hook bench object: set getpid_nr: %w", err)
+	var specs bpf.HookbenchSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("hook bench object: %w", err)
 	}
+	if err := loader.SetVariables(map[*ebpf.VariableSpec]any{specs.GetpidNr: int64(unix.SYS_GETPID)}); err != nil {
+		return nil, fmt.Errorf("hook bench object: %w", err)
+	}
+	progs := programs(&specs.HookbenchProgramSpecs)
 
 	// Every figure comes from this one thread: the program counts only its
 	// calls, and the Go scheduler must not move the loop between threads.
@@ -228,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		fmt.Fprintf(cfg.Progress, "hooks: %d/%d %s on %s\n", i+1, len(cfg.Kinds), k, k.event())
-		h, err := measureKind(ctx, spec, k, tid, cfg)
+		h, err := measureKind(ctx, spec, progs[k], k, tid, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -241,28 +249,45 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // kindProgram is one kind's program, loaded on its own so that a kind the
 // kernel refuses does not stop the others, and how to attach it.
 type kindProgram struct {
-	coll   *ebpf.Collection
+	objs   kindObjects
+	name   string // the program's function name, for the report
 	prog   *ebpf.Program
 	attach func() (link.Link, error)
 }
 
-func loadKind(spec *ebpf.CollectionSpec, k Kind, tid int) (*kindProgram, error) {
-	name := programs[k]
-	s := spec.Copy()
-	for n := range s.Programs {
-		if n != name {
-			delete(s.Programs, n)
+// kindObjects are one kind's maps and globals: each kind counts on its own.
+// The .rodata and .bss maps hold the globals, which its program must share.
+type kindObjects struct {
+	bpf.HookbenchMaps
+	bpf.HookbenchVariables
+	Rodata *ebpf.Map `ebpf:".rodata"`
+	Bss    *ebpf.Map `ebpf:".bss"`
+}
+
+func (kp *kindProgram) Close() error {
+	return errors.Join(kp.prog.Close(), loader.CloseMaps(&kp.objs))
+}
+
+// loadKind loads ps, the program of kind k, on maps and globals of its own,
+// counting the calls of the thread tid.
+func loadKind(spec *ebpf.CollectionSpec, ps *ebpf.ProgramSpec, k Kind, tid int) (_ *kindProgram, err error) {
+	kp := &kindProgram{name: ps.Name}
+	defer func() {
+		if err != nil {
+			kp.Close()
 		}
+	}()
+	if err := spec.LoadAndAssign(&kp.objs, nil); err != nil {
+		return nil, fmt.Errorf("load: %w", err)
 	}
-	coll, err := ebpf.NewCollection(s)
+	progs, err := loader.LoadPrograms(spec, loader.MapsByName(&kp.objs), ps)
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	if err := coll.Variables[bpf.HookbenchVarDriverTid].Set(uint32(tid)); err != nil {
-		coll.Close()
+	kp.prog = progs[0]
+	if err := kp.objs.DriverTid.Set(uint32(tid)); err != nil {
 		return nil, fmt.Errorf("set driver_tid: %w", err)
 	}
-	kp := &kindProgram{coll: coll, prog: coll.Programs[name]}
 	p := kp.prog
 	switch k {
 	case FEntry, FExit, TpBTF:
@@ -345,7 +370,7 @@ func refusal(err error) string {
 // count is the calls the program counted so far, over all CPUs.
 func (kp *kindProgram) count() (uint64, error) {
 	var perCPU []bpf.HookbenchHit
-	if err := kp.coll.Maps[bpf.HookbenchMapHits].Lookup(uint32(0), &perCPU); err != nil {
+	if err := kp.objs.Hits.Lookup(uint32(0), &perCPU); err != nil {
 		return 0, fmt.Errorf("read hits: %w", err)
 	}
 	var n uint64
@@ -375,14 +400,14 @@ func (kp *kindProgram) attached(fn func()) (uint64, error) {
 	return after - before, err
 }
 
-func measureKind(ctx context.Context, spec *ebpf.CollectionSpec, k Kind, tid int, cfg Config) (HookCost, error) {
+func measureKind(ctx context.Context, spec *ebpf.CollectionSpec, ps *ebpf.ProgramSpec, k Kind, tid int, cfg Config) (HookCost, error) {
 	h := HookCost{Kind: k, Event: k.event()}
-	kp, err := loadKind(spec, k, tid)
+	kp, err := loadKind(spec, ps, k, tid)
 	if err != nil {
 		h.Refused = refusal(err)
 		return h, nil
 	}
-	defer kp.coll.Close()
+	defer kp.Close()
 	// The first attach says whether the kernel takes this kind at all.
 	if l, err := kp.attach(); err != nil {
 		h.Refused = refusal(fmt.Errorf("attach to %s: %w", k.event(), err))
@@ -411,7 +436,7 @@ func measureKind(ctx context.Context, spec *ebpf.CollectionSpec, k Kind, tid int
 	h.Noise = max(spread(without), spread(with))
 
 	// The per-run measures, one round each, as for any program.
-	costs, err := Profile(ctx, map[string]*ebpf.Program{programs[k]: kp.prog}, func(context.Context) error {
+	costs, err := Profile(ctx, map[string]*ebpf.Program{kp.name: kp.prog}, func(context.Context) error {
 		_, err := kp.attached(func() { loop(cfg.Calls) })
 		return err
 	})

@@ -29,33 +29,46 @@ type ProgramCost struct {
 
 // profiler is fentry and fexit on one program, with their own map.
 type profiler struct {
-	coll  *ebpf.Collection
+	maps  bpf.ProgprofMaps
+	progs []*ebpf.Program // fentry, fexit
 	links []link.Link
 }
 
 // attachProfiler loads progprof.bpf.c pointed at target, whose function
 // (its name in the object it came from) is fn, and attaches it.
-func attachProfiler(target *ebpf.Program, fn string) (*profiler, error) {
+func attachProfiler(target *ebpf.Program, fn string) (_ *profiler, err error) {
 	spec, err := bpf.LoadProgprof()
 	if err != nil {
 		return nil, fmt.Errorf("profiler object: %w", err)
 	}
-	for _, ps := range spec.Programs {
+	var specs bpf.ProgprofProgramSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("profiler object: %w", err)
+	}
+	progs := []*ebpf.ProgramSpec{specs.ProfEnter, specs.ProfExit}
+	for _, ps := range progs {
 		ps.AttachTarget, ps.AttachTo = target, fn
 	}
-	coll, err := ebpf.NewCollection(spec)
+	p := &profiler{}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	err = spec.LoadAndAssign(&p.maps, nil)
+	if err == nil {
+		p.progs, err = loader.LoadPrograms(spec, loader.MapsByName(&p.maps), progs...)
+	}
 	if err != nil {
-		// Either program may fail first (they load in map order); the
-		// reason is the same, so the message does not name it.
+		// The reason is the same for either program, so the message
+		// does not name the one that failed.
 		perr := &profileError{err: err, msg: strings.NewReplacer("program prof_enter: ", "", "program prof_exit: ", "").Replace(err.Error())}
 		return nil, fmt.Errorf("load fentry/fexit on the program: %w", perr)
 	}
-	p := &profiler{coll: coll}
-	for _, name := range []string{bpf.ProgprofProgProfEnter, bpf.ProgprofProgProfExit} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
+	for i, prog := range p.progs {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 		if err != nil {
-			p.Close()
-			return nil, fmt.Errorf("attach %s on the program: %w", name, err)
+			return nil, fmt.Errorf("attach %s on the program: %w", progs[i].Name, err)
 		}
 		p.links = append(p.links, l)
 	}
@@ -75,7 +88,7 @@ func (e *profileError) Unwrap() error { return e.err }
 // cost is what the profiler has timed so far.
 func (p *profiler) cost() (runs, totalNs uint64, err error) {
 	var perCPU []bpf.ProgprofProf
-	if err := p.coll.Maps[bpf.ProgprofMapProf].Lookup(uint32(0), &perCPU); err != nil {
+	if err := p.maps.Prof.Lookup(uint32(0), &perCPU); err != nil {
 		return 0, 0, fmt.Errorf("read profile: %w", err)
 	}
 	for _, c := range perCPU {
@@ -90,7 +103,8 @@ func (p *profiler) Close() error {
 	for _, l := range p.links {
 		errs = append(errs, l.Close())
 	}
-	p.coll.Close()
+	loader.ClosePrograms(p.progs...)
+	p.maps.Close()
 	return errors.Join(errs...)
 }
 

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"errors"
 	"reflect"
 
 	"github.com/cilium/ebpf"
@@ -16,6 +17,17 @@ func MapsByName(objs any) map[string]*ebpf.Map {
 	out := map[string]*ebpf.Map{}
 	collectMaps(reflect.ValueOf(objs), out)
 	return out
+}
+
+// CloseMaps closes the maps of objs, as MapsByName finds them: the Close
+// of a struct that holds a bpf2go XxxMaps and the data sections' maps
+// (".rodata", ".bss"), which bpf2go's own Close does not know.
+func CloseMaps(objs any) error {
+	var errs []error
+	for _, m := range MapsByName(objs) {
+		errs = append(errs, m.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func collectMaps(v reflect.Value, out map[string]*ebpf.Map) {

@@ -24,6 +24,18 @@ type Collection struct {
 	Variables map[string]*ebpf.Variable
 }
 
+// Assign fills to, a pointer to a struct whose fields have `ebpf` tags
+// (bpf2go's XxxMaps, XxxVariables and XxxPrograms, or one written by hand
+// for several objects that share names), with the collection's programs,
+// maps and variables, as ebpf.Collection.Assign does. Unlike that, it
+// detaches nothing: what it assigns stays the collection's, so that Close
+// still closes every program and map exactly once and the collection still
+// lists every program (for their costs).
+func (c *Collection) Assign(to any) error {
+	view := ebpf.Collection{Programs: maps.Clone(c.Programs), Maps: maps.Clone(c.Maps), Variables: maps.Clone(c.Variables)}
+	return view.Assign(to)
+}
+
 // Close closes every program and map.
 func (c *Collection) Close() {
 	for _, p := range c.Programs {
@@ -50,6 +62,9 @@ func loadPrograms(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, worker
 		return nil, err
 	}
 	out := &Collection{Programs: map[string]*ebpf.Program{}, Maps: base.Maps, Variables: base.Variables}
+	// Each program loads on the maps created above.
+	progOpts := opts
+	progOpts.MapReplacements = base.Maps
 
 	names := slices.Sorted(maps.Keys(spec.Programs))
 	// The largest first, so that a big program does not start last.
@@ -65,7 +80,7 @@ func loadPrograms(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, worker
 	for range max(workers, 1) {
 		wg.Go(func() {
 			for name := range next {
-				prog, err := loadOne(spec, shared, name, opts, base.Maps)
+				prog, err := loadOne(shared.Maps, spec.Types, name, spec.Programs[name], progOpts)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -89,27 +104,6 @@ func loadPrograms(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, worker
 		return nil, err
 	}
 	return out, nil
-}
-
-// loadOne loads one program of spec, its map references resolved to the
-// maps already created.
-func loadOne(spec, shared *ebpf.CollectionSpec, name string, opts ebpf.CollectionOptions, created map[string]*ebpf.Map) (*ebpf.Program, error) {
-	one := &ebpf.CollectionSpec{
-		Maps:     shared.Maps,
-		Programs: map[string]*ebpf.ProgramSpec{name: spec.Programs[name]},
-		Types:    spec.Types,
-	}
-	opts.MapReplacements = created
-	coll, err := ebpf.NewCollectionWithOptions(one, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer coll.Close()
-	prog := coll.DetachProgram(name)
-	if prog == nil {
-		return nil, fmt.Errorf("program %s: not loaded", name)
-	}
-	return prog, nil
 }
 
 // NewCollectionParallel loads spec as ebpf.NewCollectionWithOptions does,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/hotlane/hotlane/topology"
 )
 
@@ -50,15 +52,27 @@ func newCPULayout(t *topology.Topology) (*cpuLayout, error) {
 	return l, nil
 }
 
-// variables adds the layout to the object's read-only settings.
-func (l *cpuLayout) variables(vars map[string]any) {
-	vars["nr_cpus"] = l.nrCPUs
-	vars["nr_llcs"] = l.nrLLCs
-	vars["cpu_llc"] = l.cpuLLC
-	vars["llc_cpus"] = l.llcCPUs
-	vars["llc_first"] = l.llcFirst
-	vars["llc_size"] = l.llcSize
-	vars["llc_node"] = l.llcNode
+// layoutSpecs are the object's read-only globals that hold the layout.
+type layoutSpecs struct {
+	NrCpus   *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	NrLlcs   *ebpf.VariableSpec `ebpf:"nr_llcs"`
+	CpuLlc   *ebpf.VariableSpec `ebpf:"cpu_llc"`
+	LlcCpus  *ebpf.VariableSpec `ebpf:"llc_cpus"`
+	LlcFirst *ebpf.VariableSpec `ebpf:"llc_first"`
+	LlcSize  *ebpf.VariableSpec `ebpf:"llc_size"`
+	LlcNode  *ebpf.VariableSpec `ebpf:"llc_node"`
+}
+
+// variables adds the layout to vars, the values configure writes into
+// the object's read-only globals.
+func (l *cpuLayout) variables(v *layoutSpecs, vars map[*ebpf.VariableSpec]any) {
+	vars[v.NrCpus] = l.nrCPUs
+	vars[v.NrLlcs] = l.nrLLCs
+	vars[v.CpuLlc] = l.cpuLLC
+	vars[v.LlcCpus] = l.llcCPUs
+	vars[v.LlcFirst] = l.llcFirst
+	vars[v.LlcSize] = l.llcSize
+	vars[v.LlcNode] = l.llcNode
 }
 
 // niceWeights is the weight of each nice level from -20 to 19, the

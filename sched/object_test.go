@@ -3,11 +3,16 @@ package sched
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/hotlane/hotlane/loader"
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/topology"
 )
 
 // kernelBTF builds a BTF blob holding sched_ext_ops and the named kfuncs,
@@ -163,5 +168,54 @@ func TestOpsFlagsFollowTheKernel(t *testing.T) {
 	}
 	if _, err := opsFlags(spec(btf.EnumValue{Name: "SCX_OPS_ENQ_EXITING", Value: 4}), true); !errors.Is(err, loader.ErrEnumNotFound) {
 		t.Errorf("partial on a kernel without SWITCH_PARTIAL: %v, want ErrEnumNotFound", err)
+	}
+}
+
+// Every compilation has what the Go side names in schedSpecs, schedObjects
+// and deviceHooks, and configure writes the settings it names; without
+// device matchers it takes the device hooks out of the object.
+func TestEveryObjectHasTheTypedObjects(t *testing.T) {
+	table, err := policy.Default("infer").Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Table: table, Timeout: DefaultTimeout, Starvation: 3 * time.Millisecond}
+	for _, name := range []string{"612", "613", "700"} {
+		spec, err := objectLoad(name)()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A stand-in for the loaded collection: something under each name.
+		coll := &loader.Collection{Programs: map[string]*ebpf.Program{}, Maps: map[string]*ebpf.Map{}, Variables: map[string]*ebpf.Variable{}}
+		for n := range spec.Programs {
+			coll.Programs[n] = new(ebpf.Program)
+		}
+		for n := range spec.Maps {
+			coll.Maps[n] = new(ebpf.Map)
+		}
+		for n := range spec.Variables {
+			coll.Variables[n] = new(ebpf.Variable)
+		}
+		var objs schedObjects
+		var hooks deviceHooks
+		if err := errors.Join(coll.Assign(&objs), coll.Assign(&hooks)); err != nil {
+			t.Errorf("object %s: %v", name, err)
+		}
+
+		if err := configure(spec, cfg, kernelBTF(t), topology.Uniform(4, 2)); err != nil {
+			t.Fatalf("object %s: configure: %v", name, err)
+		}
+		var starvation uint64
+		var nrCPUs uint32
+		if err := errors.Join(spec.Variables["starvation_ns"].Get(&starvation), spec.Variables["nr_cpus"].Get(&nrCPUs)); err != nil {
+			t.Fatal(err)
+		}
+		if starvation != uint64(cfg.Starvation) || nrCPUs != 4 {
+			t.Errorf("object %s: starvation_ns %d, nr_cpus %d; want %d and 4", name, starvation, nrCPUs, cfg.Starvation)
+		}
+		var specs schedSpecs
+		if err := spec.Assign(&specs); err == nil || !strings.Contains(err.Error(), "hl_device_open") {
+			t.Errorf("object %s: the device hooks stayed in the object of a policy without device matchers (%v)", name, err)
+		}
 	}
 }

@@ -83,6 +83,7 @@ func Tick() (time.Duration, error) {
 // Scheduler is a loaded and enabled hotlane scheduler.
 type Scheduler struct {
 	coll      *loader.Collection
+	objs      schedObjects // in coll, which closes them
 	link      link.Link
 	devLinks  []link.Link // the device matchers' hooks, if the policy has any
 	stats     io.Closer   // BPF run-time statistics, with Config.MeasureCost
@@ -111,6 +112,8 @@ func Load(cfg Config) (*Scheduler, error) {
 // loaded is a verified scheduler collection, not yet enabled.
 type loaded struct {
 	coll   *loader.Collection
+	objs   schedObjects
+	hooks  deviceHooks // loaded for a policy with device matchers only
 	kernel *btf.Spec
 	object string
 	topo   *topology.Topology
@@ -203,7 +206,16 @@ func loadCollection(cfg Config) (*loaded, error) {
 		return nil, explainLoadError(err)
 	}
 	stats.Programs = verifiedInstructions(coll.Programs)
-	return &loaded{coll: coll, kernel: kernel, object: obj.name, topo: topo, stats: stats}, nil
+	l := &loaded{coll: coll, kernel: kernel, object: obj.name, topo: topo, stats: stats}
+	err = coll.Assign(&l.objs)
+	if err == nil && cfg.Table.HasDeviceRules() {
+		err = coll.Assign(&l.hooks)
+	}
+	if err != nil {
+		coll.Close()
+		return nil, fmt.Errorf("scheduler object %s: %w", obj.name, err)
+	}
+	return l, nil
 }
 
 // kernelInfo is the running kernel's BTF and the scx kfuncs it has.
@@ -241,7 +253,7 @@ func (l *loaded) enable(cfg Config) (*Scheduler, error) {
 	}
 	enabling := time.Now()
 	// Device uses are noted before the policy acts on them.
-	devLinks, err := attachDeviceHooks(coll)
+	devLinks, err := l.hooks.attach()
 	if err != nil {
 		if stats != nil {
 			stats.Close()
@@ -250,7 +262,7 @@ func (l *loaded) enable(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	done := progress(cfg.Progress, "the kernel is switching tasks to the scheduler")
-	ops, err := link.AttachStructOps(link.StructOpsOptions{Map: coll.Maps[structOpsName]})
+	ops, err := link.AttachStructOps(link.StructOpsOptions{Map: l.objs.Ops})
 	done()
 	if err != nil {
 		closeLinks(devLinks)
@@ -263,6 +275,7 @@ func (l *loaded) enable(cfg Config) (*Scheduler, error) {
 	l.stats.Enable = time.Since(enabling)
 	return &Scheduler{
 		coll:      coll,
+		objs:      l.objs,
 		link:      ops,
 		devLinks:  devLinks,
 		stats:     stats,
@@ -327,34 +340,41 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec, topo *to
 	if err != nil {
 		return err
 	}
-	vars := cfg.Table.BPFVariables()
-	layout.variables(vars)
-	vars["hl_classes"] = cfg.Table.ClassesArray()
-	vars["starvation_ns"] = uint64(cfg.Starvation.Nanoseconds())
-	vars["min_slice_ns"] = uint64(DefaultMinSlice.Nanoseconds())
-	vars["nice_weight"] = niceWeights()
-	vars["debug_error_after"] = cfg.DebugErrorAfter
-	if !cfg.Table.HasDeviceRules() {
-		// Nothing to note: the device hooks are not even loaded.
-		for _, name := range deviceHooks() {
-			delete(spec.Programs, name)
-		}
+	var specs schedSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return fmt.Errorf("scheduler object: %w", err)
 	}
-	for name, v := range vars {
+	vars := map[*ebpf.VariableSpec]any{
+		specs.Classes:         cfg.Table.ClassesArray(),
+		specs.StarvationNs:    uint64(cfg.Starvation.Nanoseconds()),
+		specs.MinSliceNs:      uint64(DefaultMinSlice.Nanoseconds()),
+		specs.NiceWeight:      niceWeights(),
+		specs.DebugErrorAfter: cfg.DebugErrorAfter,
+	}
+	layout.variables(&specs.layoutSpecs, vars)
+	// The classifier's settings, under the names the tracer writes them
+	// by too (classify.bpf.h is shared).
+	for name, v := range cfg.Table.BPFVariables() {
 		vs, ok := spec.Variables[name]
 		if !ok {
 			return fmt.Errorf("scheduler object lacks variable %s", name)
 		}
-		if err := vs.Set(v); err != nil {
-			return fmt.Errorf("set %s: %w", name, err)
-		}
+		vars[vs] = v
+	}
+	if err := loader.SetVariables(vars); err != nil {
+		return err
+	}
+	if !cfg.Table.HasDeviceRules() {
+		// Nothing to note: the device hooks are not even loaded.
+		delete(spec.Programs, specs.DeviceOpen.Name)
+		delete(spec.Programs, specs.DeviceIoctl.Name)
 	}
 
 	flags, err := opsFlags(kernel, cfg.Partial)
 	if err != nil {
 		return err
 	}
-	return patchStructOps(spec.Maps[structOpsName], map[string]uint64{
+	return patchStructOps(specs.Ops, map[string]uint64{
 		"flags":      flags,
 		"timeout_ms": uint64(cfg.Timeout.Milliseconds()),
 	})
@@ -385,23 +405,21 @@ func opsFlags(kernel *btf.Spec, partial bool) (uint64, error) {
 	return flags, nil
 }
 
-// deviceHooks returns the programs that note device opens and ioctls for
-// the policy's device matchers (sched.bpf.c).
-func deviceHooks() []string { return []string{"hl_device_open", "hl_device_ioctl"} }
-
-// attachDeviceHooks attaches the device hooks the collection has (none
-// for a policy without device matchers). On error none stays attached.
-func attachDeviceHooks(coll *loader.Collection) ([]link.Link, error) {
+// attach attaches the device hooks that were loaded (none for a policy
+// without device matchers), open first. On error none stays attached.
+func (h *deviceHooks) attach() ([]link.Link, error) {
 	var links []link.Link
-	for _, name := range deviceHooks() {
-		prog := coll.Programs[name]
-		if prog == nil {
+	for _, hook := range []struct {
+		name string // in sched.bpf.c, for the error
+		prog *ebpf.Program
+	}{{"hl_device_open", h.Open}, {"hl_device_ioctl", h.Ioctl}} {
+		if hook.prog == nil {
 			continue
 		}
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		l, err := link.AttachTracing(link.TracingOptions{Program: hook.prog})
 		if err != nil {
 			closeLinks(links)
-			return nil, fmt.Errorf("%w: attach %s: %v", ErrDeviceHooks, name, err)
+			return nil, fmt.Errorf("%w: attach %s: %v", ErrDeviceHooks, hook.name, err)
 		}
 		links = append(links, l)
 	}
@@ -515,7 +533,7 @@ type exitRecord struct {
 // scheduler (an error, the watchdog, sysrq-S), and false while it runs.
 func (s *Scheduler) Exited() (ExitInfo, bool, error) {
 	var rec exitRecord
-	if err := s.coll.Variables["exit_info"].Get(&rec); err != nil {
+	if err := s.objs.ExitInfo.Get(&rec); err != nil {
 		return ExitInfo{}, false, fmt.Errorf("read exit info: %w", err)
 	}
 	if rec.Kind == 0 {

@@ -92,7 +92,7 @@ type Stats struct {
 // Stats reads the counters.
 func (s *Scheduler) Stats() (Stats, error) {
 	var perCPU []statsRecord
-	if err := s.coll.Maps["stats"].Lookup(uint32(0), &perCPU); err != nil {
+	if err := s.objs.Stats.Lookup(uint32(0), &perCPU); err != nil {
 		return Stats{}, fmt.Errorf("read scheduler stats: %w", err)
 	}
 	var sum statsRecord
@@ -120,10 +120,10 @@ func (s *Scheduler) Stats() (Stats, error) {
 	st := sum.stats(s.classes, now)
 	st.Header = s.header
 	st.Elapsed = now.Sub(s.header.StartedAt)
-	if err := s.coll.Variables["hl_classify_storage_failures"].Get(&st.ClassifyUncached); err != nil {
+	if err := s.objs.ClassifyStorageFailures.Get(&st.ClassifyUncached); err != nil {
 		return Stats{}, fmt.Errorf("read classifier failures: %w", err)
 	}
-	if err := s.coll.Variables["hl_dev_use_failures"].Get(&st.DeviceUsesLost); err != nil {
+	if err := s.objs.DevUseFailures.Get(&st.DeviceUsesLost); err != nil {
 		return Stats{}, fmt.Errorf("read lost device uses: %w", err)
 	}
 	return st, nil

@@ -42,7 +42,7 @@ func (s *Scheduler) TaskClass(tid int) (string, error) {
 	}
 	defer unix.Close(fd)
 	var rec taskRecord
-	if err := s.coll.Maps["hl_tasks"].Lookup(int32(fd), &rec); err != nil {
+	if err := s.objs.Tasks.Lookup(int32(fd), &rec); err != nil {
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return "", fmt.Errorf("thread %d: %w", tid, ErrTaskNotClassified)
 		}

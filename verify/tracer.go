@@ -210,13 +210,7 @@ type tracerObjects struct {
 	Bss    *ebpf.Map `ebpf:".bss"`
 }
 
-func (o *tracerObjects) Close() error {
-	var errs []error
-	for _, m := range loader.MapsByName(o) {
-		errs = append(errs, m.Close())
-	}
-	return errors.Join(errs...)
-}
+func (o *tracerObjects) Close() error { return loader.CloseMaps(o) }
 
 // ErrBadTracerConfig is returned for configurations Attach refuses.
 var ErrBadTracerConfig = errors.New("bad tracer configuration")
@@ -535,11 +529,10 @@ func configure(spec *ebpf.CollectionSpec, s *bpf.RunqlatSpecs, cfg TracerConfig,
 	return nil
 }
 
-// A part is some of the tracer's programs, loaded together as one
-// collection on its maps (so that a part the kernel refuses costs only
-// itself), and their links once attached.
+// A part is some of the tracer's programs, loaded on its maps (so that a
+// part the kernel refuses costs only itself), and their links once
+// attached.
 type part struct {
-	coll  *ebpf.Collection
 	specs []*ebpf.ProgramSpec
 	progs []*ebpf.Program // loaded, in the order of specs
 	// label tells apart parts of the same programs in Programs: the
@@ -550,21 +543,11 @@ type part struct {
 
 // load loads specs as a part of the tracer, which closes it.
 func (t *Tracer) load(spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, label string) (*part, error) {
-	cs := &ebpf.CollectionSpec{
-		Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
-		Programs: make(map[string]*ebpf.ProgramSpec, len(specs)),
-	}
-	for _, ps := range specs {
-		cs.Programs[ps.Name] = ps
-	}
-	coll, err := ebpf.NewCollectionWithOptions(cs, ebpf.CollectionOptions{MapReplacements: t.shared})
+	progs, err := loader.LoadPrograms(spec, t.shared, specs...)
 	if err != nil {
 		return nil, err
 	}
-	p := &part{coll: coll, specs: specs, label: label}
-	for _, ps := range specs {
-		p.progs = append(p.progs, coll.Programs[ps.Name])
-	}
+	p := &part{specs: specs, progs: progs, label: label}
 	t.parts = append(t.parts, p)
 	return p, nil
 }
@@ -573,7 +556,7 @@ func (t *Tracer) load(spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, labe
 func (t *Tracer) unload(p *part) {
 	t.parts = slices.DeleteFunc(t.parts, func(q *part) bool { return q == p })
 	p.detach()
-	p.coll.Close()
+	loader.ClosePrograms(p.progs...)
 }
 
 // attach attaches p's programs in order with attach, then sets on, if
@@ -709,7 +692,7 @@ func (t *Tracer) Close() error {
 		errs = append(errs, t.stats.Close())
 	}
 	for _, p := range t.parts {
-		p.coll.Close()
+		loader.ClosePrograms(p.progs...)
 	}
 	t.parts = nil
 	return errors.Join(append(errs, t.objs.Close())...)

@@ -1,7 +1,5 @@
 package dma
 
-import "github.com/hotlane/hotlane/bpf"
-
 // WithTables returns o with the probe's device, latency and stamp tables
 // shrunk to the given entries, so that tests can force each table-full
 // loss.
@@ -14,6 +12,6 @@ func WithTables(o Options, devices, hists, stamps uint32) Options {
 // probe's stamp table, so that with a one-entry table every map call
 // finds it full.
 func FillStampTable(p *Probe) error {
-	m := p.coll.Maps[bpf.DmaMapStamps]
+	m := p.objs.Stamps
 	return m.Put(^uint64(0), make([]byte, m.ValueSize()))
 }

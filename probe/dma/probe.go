@@ -46,15 +46,17 @@ type tableSizes struct {
 
 // Probe is an attached DMA probe.
 type Probe struct {
-	coll     *ebpf.Collection
-	links    []link.Link
-	progs    []*ebpf.Program
-	family   string
-	hooks    []string
-	latHooks []string
-	notes    []string
-	kernel   string
-	started  time.Time
+	objs probeObjects
+	// instances are the programs loaded on objs, one per instance (see
+	// attachment.instance).
+	instances map[attachment]*ebpf.Program
+	links     []link.Link
+	family    string
+	hooks     []string
+	latHooks  []string
+	notes     []string
+	kernel    string
+	started   time.Time
 }
 
 // Start checks privileges, picks the hooks, loads the programs and
@@ -159,32 +161,49 @@ func start(k *kernel, p *plan, opts Options) (*Probe, error) {
 	return pr, nil
 }
 
-// load builds a collection with one program instance per attachment (the
-// same C program serves several tracepoints or functions of one prototype)
-// and loads it.
-func load(p *plan, withLatency bool, tables tableSizes) (*Probe, error) {
+// probeObjects are the probe's maps and globals, created (LoadAndAssign)
+// before its programs, whose instances all load on them. The .rodata map
+// holds the globals.
+type probeObjects struct {
+	bpf.DmaMaps
+	Rodata *ebpf.Map `ebpf:".rodata"`
+}
+
+// Close closes the data section's map too, which bpf.DmaMaps' Close does
+// not know.
+func (o *probeObjects) Close() error { return loader.CloseMaps(o) }
+
+// load creates the maps, then loads one program instance per attachment
+// (the same C program serves several tracepoints or functions of one
+// prototype) on them.
+func load(p *plan, withLatency bool, tables tableSizes) (_ *Probe, err error) {
 	spec, err := bpf.LoadDma()
 	if err != nil {
 		return nil, err
 	}
-	for name, n := range map[string]uint32{
-		bpf.DmaMapDevStats: tables.devices, bpf.DmaMapLatHist: tables.hists, bpf.DmaMapStamps: tables.stamps,
+	var specs bpf.DmaSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("the DMA object: %w", err)
+	}
+	for ms, n := range map[*ebpf.MapSpec]uint32{
+		specs.DevStats: tables.devices, specs.LatHist: tables.hists, specs.Stamps: tables.stamps,
 	} {
 		if n > 0 {
-			spec.Maps[name].MaxEntries = n
+			ms.MaxEntries = n
 		}
 	}
 	all := p.count
 	if withLatency {
 		all = append(slices.Clip(all), p.latency...)
 	}
-	progs := map[string]*ebpf.ProgramSpec{}
+	var keys []attachment // the instances, in the order of their attachments
+	var progs []loader.Instance
 	for _, a := range all {
-		key := instanceKey(a)
-		if _, ok := progs[key]; ok {
+		key := a.instance()
+		if slices.Contains(keys, key) {
 			continue
 		}
-		ps := spec.Programs[a.prog]
+		ps := spec.Programs[a.prog] // a.prog is a bpf.DmaProg* name
 		if ps == nil {
 			return nil, fmt.Errorf("program %s missing from the DMA object", a.prog)
 		}
@@ -192,25 +211,30 @@ func load(p *plan, withLatency bool, tables tableSizes) (*Probe, error) {
 		if a.kind != "tracepoint" {
 			ps.AttachTo = a.target
 		}
-		progs[key] = ps
+		keys = append(keys, key)
+		progs = append(progs, loader.Instance{Name: a.label(), Spec: ps})
 	}
-	spec.Programs = progs
-	vars := map[string]bool{
-		"fexit_counts": p.fexitCounts,
-		"latency_on":   withLatency && len(p.latency) > 0,
+	if err := loader.SetVariables(map[*ebpf.VariableSpec]any{
+		specs.FexitCounts: p.fexitCounts,
+		specs.LatencyOn:   withLatency && len(p.latency) > 0,
+	}); err != nil {
+		return nil, err
 	}
-	for name, v := range vars {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("set %s: %w", name, err)
+	pr := &Probe{family: p.family, instances: map[attachment]*ebpf.Program{}}
+	defer func() {
+		if err != nil {
+			pr.Close()
 		}
+	}()
+	if err := spec.LoadAndAssign(&pr.objs, nil); err != nil {
+		return nil, loadError(err)
 	}
-	coll, err := ebpf.NewCollection(spec)
+	loaded, err := loader.LoadInstances(spec, loader.MapsByName(&pr.objs), progs...)
 	if err != nil {
-		return nil, errors.New(strings.Replace(shortError(err), ": load program: ", ": ", 1))
+		return nil, loadError(err)
 	}
-	pr := &Probe{coll: coll, family: p.family}
-	for _, ps := range coll.Programs {
-		pr.progs = append(pr.progs, ps)
+	for i, key := range keys {
+		pr.instances[key] = loaded[i]
 	}
 	if withLatency {
 		for _, a := range p.latency {
@@ -222,10 +246,24 @@ func load(p *plan, withLatency bool, tables tableSizes) (*Probe, error) {
 	return pr, nil
 }
 
-// instanceKey names a program instance in the collection: a tracefs
+// loadError is an error of load, shortened.
+func loadError(err error) error {
+	return errors.New(strings.Replace(shortError(err), ": load program: ", ": ", 1))
+}
+
+// instance is the attachment that names a's program instance: a tracefs
 // program is loaded once and attached to every tracepoint of its class,
 // the BTF-bound kinds once per target.
-func instanceKey(a attachment) string {
+func (a attachment) instance() attachment {
+	if a.kind == "tracepoint" {
+		a.target = ""
+	}
+	return a
+}
+
+// label names a's instance in errors: the program of a tracepoint, which
+// serves every tracepoint of its class, or else the attach point.
+func (a attachment) label() string {
 	if a.kind == "tracepoint" {
 		return a.prog
 	}
@@ -256,7 +294,7 @@ func (pr *Probe) attach(p *plan, opts Options) error {
 
 func (pr *Probe) attachAll(p *plan, todo []attachment, opts Options) error {
 	for _, a := range todo {
-		prog := pr.coll.Programs[instanceKey(a)]
+		prog := pr.instances[a.instance()]
 		var l link.Link
 		var err error
 		switch a.kind {
@@ -327,9 +365,11 @@ func (pr *Probe) Close() error {
 		}
 	}
 	pr.links = nil
-	if pr.coll != nil {
-		pr.coll.Close()
-		pr.coll = nil
+	for _, prog := range pr.instances {
+		prog.Close()
 	}
+	pr.instances = nil
+	pr.objs.Close()
+	pr.objs = probeObjects{}
 	return errors.Join(errs...)
 }

@@ -173,7 +173,7 @@ type Result struct {
 
 // Snapshot reads the counters: everything since Start.
 func (pr *Probe) Snapshot() (*Result, error) {
-	if pr.coll == nil {
+	if pr.objs == (probeObjects{}) {
 		return nil, fmt.Errorf("DMA probe is closed")
 	}
 	r := &Result{
@@ -202,7 +202,7 @@ func (pr *Probe) Snapshot() (*Result, error) {
 	}
 	var key bpf.DmaDevKey
 	var vals []bpf.DmaDevVal
-	it := pr.coll.Maps[bpf.DmaMapDevStats].Iterate()
+	it := pr.objs.DevStats.Iterate()
 	for it.Next(&key, &vals) {
 		name := cstr.String(key.Name[:])
 		d := get(name)
@@ -229,7 +229,7 @@ func (pr *Probe) Snapshot() (*Result, error) {
 	var lost [numLosses]uint64
 	var perCPU []uint64
 	for i := range uint32(numLosses) {
-		if err := pr.coll.Maps[bpf.DmaMapLosses].Lookup(i, &perCPU); err != nil {
+		if err := pr.objs.Losses.Lookup(i, &perCPU); err != nil {
 			return nil, fmt.Errorf("read DMA loss counters: %w", err)
 		}
 		for _, n := range perCPU {
@@ -240,7 +240,7 @@ func (pr *Probe) Snapshot() (*Result, error) {
 		r.Losses = append(r.Losses, report.Loss{What: what, Count: lost[i]})
 	}
 	var misses uint64
-	for _, p := range pr.progs {
+	for _, p := range pr.instances {
 		if st, err := p.Stats(); err == nil {
 			misses += st.RecursionMisses
 		}
@@ -268,7 +268,7 @@ func (pr *Probe) readLatency(get func(string) *Device) error {
 	byDev := map[string]*cells{}
 	var key bpf.DmaHistKey
 	var vals []uint64
-	it := pr.coll.Maps[bpf.DmaMapLatHist].Iterate()
+	it := pr.objs.LatHist.Iterate()
 	for it.Next(&key, &vals) {
 		name := cstr.String(key.Name[:])
 		c := byDev[name]

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -243,10 +244,16 @@ type Probe struct {
 	// Started is when the probe was attached.
 	Started time.Time
 
-	cfg       Config
-	filters   filters
-	resolver  *Resolver
-	coll      *ebpf.Collection
+	cfg      Config
+	filters  filters
+	resolver *Resolver
+	objs     probeObjects
+	// progs are the programs loaded on objs, the hook family's first
+	// (nHook of them), then those that follow calls through their sleeps;
+	// specs are what each was loaded from.
+	progs     []*ebpf.Program
+	specs     []*ebpf.ProgramSpec
+	nHook     int
 	links     []link.Link
 	ring      *ringbuf.Reader
 	stats     interface{ Close() error }
@@ -352,104 +359,91 @@ func precheck(h Hook, kernelFunc func(string) bool) string {
 	return ""
 }
 
+// probeObjects are the probe's maps and globals, created (LoadAndAssign)
+// before its programs, which load on them (loader.LoadPrograms). The .rodata
+// and .bss maps hold the globals, which the programs must share too.
+type probeObjects struct {
+	bpf.IoctlMaps
+	Rodata *ebpf.Map `ebpf:".rodata"`
+	Bss    *ebpf.Map `ebpf:".bss"`
+}
+
+// Close closes the data sections' maps too, which bpf.IoctlMaps' Close
+// does not know.
+func (o *probeObjects) Close() error { return loader.CloseMaps(o) }
+
 // hookPrograms are the programs of one family, enter first.
-func hookPrograms(h Hook) []string {
+func hookPrograms(p *bpf.IoctlProgramSpecs, h Hook) []*ebpf.ProgramSpec {
 	switch h {
 	case HookFentry:
-		return []string{bpf.IoctlProgIoctlFentry, bpf.IoctlProgIoctlFexit, bpf.IoctlProgIoctlFentry32, bpf.IoctlProgIoctlFexit32}
+		return []*ebpf.ProgramSpec{p.IoctlFentry, p.IoctlFexit, p.IoctlFentry32, p.IoctlFexit32}
 	case HookTracepoint:
-		return []string{bpf.IoctlProgIoctlTpEnter, bpf.IoctlProgIoctlTpExit}
+		return []*ebpf.ProgramSpec{p.IoctlTpEnter, p.IoctlTpExit}
 	case HookTpBTF:
-		return []string{bpf.IoctlProgIoctlBtfEnter, bpf.IoctlProgIoctlBtfExit}
+		return []*ebpf.ProgramSpec{p.IoctlBtfEnter, p.IoctlBtfExit}
 	case HookRawTP:
-		return []string{bpf.IoctlProgIoctlRawEnter, bpf.IoctlProgIoctlRawExit}
+		return []*ebpf.ProgramSpec{p.IoctlRawEnter, p.IoctlRawExit}
 	}
 	return nil
 }
 
 // wakeupPrograms follow calls through their sleeps (Config.Wakeups).
-func wakeupPrograms() []string {
-	return []string{bpf.IoctlProgIoctlSwitch, bpf.IoctlProgIoctlWaking}
+func wakeupPrograms(p *bpf.IoctlProgramSpecs) []*ebpf.ProgramSpec {
+	return []*ebpf.ProgramSpec{p.IoctlSwitch, p.IoctlWaking}
 }
 
 // Programs returns the probe's attached programs by function name, for
 // tools that measure them (the map is the caller's; the programs close
 // with the probe).
-func (p *Probe) Programs() map[string]*ebpf.Program {
-	progs := make(map[string]*ebpf.Program)
-	for _, name := range hookPrograms(p.Hook) {
-		if prog := p.coll.Programs[name]; prog != nil {
-			progs[name] = prog
-		}
+func (p *Probe) Programs() map[string]*ebpf.Program { return p.named(p.progs[:p.nHook]) }
+
+// named returns progs, some of p.progs from the first, by function name.
+func (p *Probe) named(progs []*ebpf.Program) map[string]*ebpf.Program {
+	out := make(map[string]*ebpf.Program, len(progs))
+	for i, prog := range progs {
+		out[p.specs[i].Name] = prog
 	}
-	return progs
+	return out
 }
 
-// attach loads the programs of hook h and attaches them.
+// closed says Close has run.
+func (p *Probe) closed() bool { return p.objs == (probeObjects{}) }
+
+// attach loads the programs of hook h and attaches them: the maps and
+// globals first (LoadAndAssign), then the programs on them.
 func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string) bool) (_ *Probe, err error) {
 	spec, err := bpf.LoadIoctl()
 	if err != nil {
 		return nil, err
 	}
-	progs := hookPrograms(h)
+	var specs bpf.IoctlSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("the ioctl probe's object: %w", err)
+	}
+	progs := hookPrograms(&specs.IoctlProgramSpecs, h)
 	compat := h == HookFentry && kernelFunc(syscallFunc32)
 	if h == HookFentry && !compat {
 		progs = progs[:2]
 	}
-	keep := map[string]bool{}
-	for _, name := range progs {
-		keep[name] = true
-	}
+	all := progs
 	if cfg.Wakeups {
-		for _, name := range wakeupPrograms() {
-			keep[name] = true
-		}
+		all = append(slices.Clip(all), wakeupPrograms(&specs.IoctlProgramSpecs)...)
 	}
-	for name := range spec.Programs {
-		if !keep[name] {
-			delete(spec.Programs, name)
-		}
+	if err := configure(&specs, cfg, f); err != nil {
+		return nil, err
 	}
-	var comm [16]byte
-	copy(comm[:], f.comm)
-	vars := map[string]any{
-		bpf.IoctlVarFilterTgid:    f.tgid,
-		bpf.IoctlVarFilterCommLen: uint32(len(f.comm)),
-		bpf.IoctlVarFilterComm:    comm,
-		bpf.IoctlVarFilterDevOn:   f.devOn,
-		bpf.IoctlVarFilterDev:     f.dev,
-		bpf.IoctlVarSlowOn:        cfg.StreamSlow,
-		bpf.IoctlVarWakeupsOn:     cfg.Wakeups,
-		bpf.IoctlVarSlowNs:        uint64(cfg.Slow.Nanoseconds()),
-		bpf.IoctlVarMaxCmdsPerDev: uint32(KernelCommandsPerDevice),
-	}
-	for name, v := range vars {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("set %s: %w", name, err)
-		}
-	}
-	if cfg.RingBufferBytes > 0 {
-		spec.Maps[bpf.IoctlMapIoctlEvents].MaxEntries = uint32(cfg.RingBufferBytes)
-	}
-	if cfg.maxKeys > 0 {
-		for _, m := range []string{bpf.IoctlMapIoctlStats, bpf.IoctlMapIoctlHist, bpf.IoctlMapIoctlErrno} {
-			spec.Maps[m].MaxEntries = cfg.maxKeys
-		}
-	}
-	coll, err := ebpf.NewCollection(spec)
-	if err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("the verifier rejected the %s programs: %s", h, loader.LastVerifierLine(verr.Log))
-		}
-		return nil, fmt.Errorf("load the %s programs: %w", h, err)
-	}
-	p := &Probe{Hook: h, cfg: cfg, filters: f, resolver: res, coll: coll}
+	p := &Probe{Hook: h, cfg: cfg, filters: f, resolver: res, specs: all, nHook: len(progs)}
 	defer func() {
 		if err != nil {
 			p.Close()
 		}
 	}()
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		return nil, loadError(h, err)
+	}
+	if p.progs, err = loader.LoadPrograms(spec, loader.MapsByName(&p.objs), all...); err != nil {
+		return nil, loadError(h, err)
+	}
 
 	// The clock the BPF side stamps with, read before anything runs.
 	var ts unix.Timespec
@@ -459,8 +453,9 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 	p.monoStart = uint64(ts.Nano())
 	p.Started = time.Now()
 
-	attachOne := func(name, target string) error {
-		prog := coll.Programs[name]
+	// attachOne attaches p.progs[i] to target.
+	attachOne := func(i int, target string) error {
+		name, prog := p.specs[i].Name, p.progs[i]
 		var l link.Link
 		var err error
 		if testAttachFault != nil {
@@ -487,8 +482,8 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 	switch h {
 	case HookFentry:
 		p.HookDetail = "fentry/fexit on " + syscallFunc64
-		for _, name := range progs[:2] {
-			if err := attachOne(name, syscallFunc64); err != nil {
+		for i := range 2 {
+			if err := attachOne(i, syscallFunc64); err != nil {
 				return nil, err
 			}
 		}
@@ -496,10 +491,10 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 			// 32-bit processes are a bonus: without them the probe
 			// still works, and says so.
 			n := len(p.links)
-			err1 := attachOne(progs[2], syscallFunc32)
+			err1 := attachOne(2, syscallFunc32)
 			var err2 error
 			if err1 == nil {
-				err2 = attachOne(progs[3], syscallFunc32)
+				err2 = attachOne(3, syscallFunc32)
 			}
 			if err := errors.Join(err1, err2); err != nil {
 				for _, l := range p.links[n:] {
@@ -516,30 +511,30 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 	case HookTracepoint:
 		p.HookDetail = fmt.Sprintf("tracepoints %s:%s and %s:%s, which do not report 32-bit processes",
 			tracepointGrp, syscallTracepoints[0], tracepointGrp, syscallTracepoints[1])
-		for i, name := range progs {
-			if err := attachOne(name, syscallTracepoints[i]); err != nil {
+		for i := range progs {
+			if err := attachOne(i, syscallTracepoints[i]); err != nil {
 				return nil, err
 			}
 		}
 	case HookTpBTF, HookRawTP:
 		p.HookDetail = fmt.Sprintf("%s/sys_enter and %s/sys_exit, filtered by syscall number", h, h)
-		for i, name := range progs {
-			if err := attachOne(name, []string{"sys_enter", "sys_exit"}[i]); err != nil {
+		for i := range progs {
+			if err := attachOne(i, []string{"sys_enter", "sys_exit"}[i]); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if cfg.Wakeups {
-		for _, name := range wakeupPrograms() {
-			l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
+		for i, prog := range p.progs[p.nHook:] {
+			l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 			if err != nil {
-				return nil, fmt.Errorf("attach %s to follow calls through their sleeps: %w", name, err)
+				return nil, fmt.Errorf("attach %s to follow calls through their sleeps: %w", p.specs[p.nHook+i].Name, err)
 			}
 			p.links = append(p.links, l)
 		}
 		p.HookDetail += "; sleeps followed on tp_btf/sched_switch and sched_waking"
 	}
-	if p.ring, err = ringbuf.NewReader(coll.Maps[bpf.IoctlMapIoctlEvents]); err != nil {
+	if p.ring, err = ringbuf.NewReader(p.objs.IoctlEvents); err != nil {
 		return nil, fmt.Errorf("open the slow-call ring buffer: %w", err)
 	}
 	if cfg.MeasureCost {
@@ -548,6 +543,48 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 		}
 	}
 	return p, nil
+}
+
+// configure writes cfg and its filters f into the object before anything
+// is loaded: the globals its programs read as constants, and its maps'
+// sizes.
+func configure(specs *bpf.IoctlSpecs, cfg Config, f filters) error {
+	var comm [16]byte
+	copy(comm[:], f.comm)
+	v := &specs.IoctlVariableSpecs
+	if err := loader.SetVariables(map[*ebpf.VariableSpec]any{
+		v.FilterTgid:    f.tgid,
+		v.FilterCommLen: uint32(len(f.comm)),
+		v.FilterComm:    comm,
+		v.FilterDevOn:   f.devOn,
+		v.FilterDev:     f.dev,
+		v.SlowOn:        cfg.StreamSlow,
+		v.WakeupsOn:     cfg.Wakeups,
+		v.SlowNs:        uint64(cfg.Slow.Nanoseconds()),
+		v.MaxCmdsPerDev: uint32(KernelCommandsPerDevice),
+	}); err != nil {
+		return err
+	}
+	m := &specs.IoctlMapSpecs
+	if cfg.RingBufferBytes > 0 {
+		m.IoctlEvents.MaxEntries = uint32(cfg.RingBufferBytes)
+	}
+	if cfg.maxKeys > 0 {
+		for _, ms := range []*ebpf.MapSpec{m.IoctlStats, m.IoctlHist, m.IoctlErrno} {
+			ms.MaxEntries = cfg.maxKeys
+		}
+	}
+	return nil
+}
+
+// loadError says why the kernel would not load the programs of hook h (or
+// their maps): a verifier error by its last line.
+func loadError(h Hook, err error) error {
+	var verr *ebpf.VerifierError
+	if errors.As(err, &verr) {
+		return fmt.Errorf("the verifier rejected the %s programs: %s", h, loader.LastVerifierLine(verr.Log))
+	}
+	return fmt.Errorf("load the %s programs: %w", h, err)
 }
 
 // Detach stops the probe from seeing new calls; what it counted stays
@@ -576,9 +613,7 @@ func (p *Probe) Close() error {
 		errs = append(errs, p.stats.Close())
 		p.stats = nil
 	}
-	if p.coll != nil {
-		p.coll.Close()
-		p.coll = nil
-	}
+	errs = append(errs, loader.ClosePrograms(p.progs...), p.objs.Close())
+	p.progs, p.nHook, p.objs = nil, 0, probeObjects{}
 	return errors.Join(errs...)
 }

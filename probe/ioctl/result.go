@@ -60,11 +60,11 @@ func (c Counters) Losses() report.Losses {
 // Counters reads the running totals.
 func (p *Probe) Counters() (Counters, error) {
 	var c Counters
-	if p.coll == nil {
+	if p.closed() {
 		return c, errors.New("probe is closed")
 	}
 	var perCPU []bpf.IoctlIoctlCounters
-	if err := p.coll.Maps[bpf.IoctlMapIoctlCounters].Lookup(uint32(0), &perCPU); err != nil {
+	if err := p.objs.IoctlCounters.Lookup(uint32(0), &perCPU); err != nil {
 		return c, fmt.Errorf("read counters: %w", err)
 	}
 	for _, v := range perCPU {
@@ -78,7 +78,7 @@ func (p *Probe) Counters() (Counters, error) {
 		c.LostStart += v.LostStart
 		c.FoldedCommands += v.FoldedCmds
 	}
-	for _, prog := range p.coll.Programs {
+	for _, prog := range p.progs {
 		if st, err := prog.Stats(); err == nil {
 			c.MissedRuns += st.RecursionMisses
 		}
@@ -316,7 +316,7 @@ type rowKey struct {
 // Snapshot reads everything the probe has counted. Call Detach first for
 // figures that do not move while they are read.
 func (p *Probe) Snapshot() (*Result, error) {
-	if p.coll == nil {
+	if p.closed() {
 		return nil, errors.New("probe is closed")
 	}
 	c, err := p.Counters()
@@ -355,7 +355,7 @@ func (p *Probe) Snapshot() (*Result, error) {
 	}
 	var k bpf.IoctlIoctlKey
 	var st bpf.IoctlIoctlStats
-	it := p.coll.Maps[bpf.IoctlMapIoctlStats].Iterate()
+	it := p.objs.IoctlStats.Iterate()
 	for it.Next(&k, &st) {
 		g := get(k)
 		g.stats.Calls, g.stats.Errors = st.Calls, st.Errors
@@ -370,7 +370,7 @@ func (p *Probe) Snapshot() (*Result, error) {
 		return nil, fmt.Errorf("read call table: %w", err)
 	}
 	var n uint64
-	it = p.coll.Maps[bpf.IoctlMapIoctlHist].Iterate()
+	it = p.objs.IoctlHist.Iterate()
 	for it.Next(&k, &n) {
 		g := get(k)
 		if int(k.Slot) >= verify.NumBuckets {
@@ -384,7 +384,7 @@ func (p *Probe) Snapshot() (*Result, error) {
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read histogram table: %w", err)
 	}
-	it = p.coll.Maps[bpf.IoctlMapIoctlErrno].Iterate()
+	it = p.objs.IoctlErrno.Iterate()
 	for it.Next(&k, &n) {
 		get(k).errnos[int(k.Slot)] += n
 	}
@@ -483,11 +483,7 @@ func (p *Probe) cost() []report.ProgramCost {
 	if p.stats == nil {
 		return nil
 	}
-	names := hookPrograms(p.Hook)
-	if p.cfg.Wakeups {
-		names = append(names, wakeupPrograms()...)
-	}
-	out, err := loader.Costs(p.coll.Programs, names...)
+	out, err := loader.Costs(p.named(p.progs))
 	if err != nil {
 		return nil
 	}

@@ -38,12 +38,21 @@ func TestSpec(t *testing.T) {
 	if len(spec.Programs) != len(want) {
 		t.Errorf("%d programs, want %d", len(spec.Programs), len(want))
 	}
-	listed := len(wakeupPrograms())
-	for _, h := range Hooks() {
-		listed += len(hookPrograms(h))
+	var specs bpf.IoctlProgramSpecs
+	if err := spec.Assign(&specs); err != nil {
+		t.Fatal(err)
 	}
-	if listed != len(want) {
-		t.Errorf("hookPrograms lists %d programs, want %d", listed, len(want))
+	listed := map[string]bool{}
+	for _, h := range Hooks() {
+		for _, ps := range hookPrograms(&specs, h) {
+			listed[ps.Name] = true
+		}
+	}
+	for _, ps := range wakeupPrograms(&specs) {
+		listed[ps.Name] = true
+	}
+	if len(listed) != len(want) {
+		t.Errorf("hookPrograms and wakeupPrograms list %d programs, want %d", len(listed), len(want))
 	}
 	for name, w := range want {
 		p := spec.Programs[name]

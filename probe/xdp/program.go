@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/hotlane/hotlane/bpf"
+	"github.com/hotlane/hotlane/loader"
 )
 
 // Action is what the program told the kernel to do with a frame.
@@ -102,23 +103,17 @@ func configure(spec *ebpf.CollectionSpec, pol Policy) error {
 	for _, t := range pol.DropEtherTypes {
 		eth[t/64] |= 1 << (t % 64)
 	}
-	set := map[string]any{
-		bpf.XdpVarDropClasses:     uint32(pol.Drop),
-		bpf.XdpVarUdpAllowOn:      boolU32(len(pol.AllowUDPPorts) > 0),
-		bpf.XdpVarUdpAllow:        udp,
-		bpf.XdpVarEthertypeDropOn: boolU32(len(pol.DropEtherTypes) > 0),
-		bpf.XdpVarEthertypeDrop:   eth,
+	var v bpf.XdpVariableSpecs
+	if err := spec.Assign(&v); err != nil {
+		return fmt.Errorf("XDP object: %w; rebuild bpf/xdp.bpf.c", err)
 	}
-	for name, v := range set {
-		vs := spec.Variables[name]
-		if vs == nil {
-			return fmt.Errorf("XDP object has no variable %s; rebuild bpf/xdp.bpf.c", name)
-		}
-		if err := vs.Set(v); err != nil {
-			return fmt.Errorf("set %s: %w", name, err)
-		}
-	}
-	return nil
+	return loader.SetVariables(map[*ebpf.VariableSpec]any{
+		v.DropClasses:     uint32(pol.Drop),
+		v.UdpAllowOn:      boolU32(len(pol.AllowUDPPorts) > 0),
+		v.UdpAllow:        udp,
+		v.EthertypeDropOn: boolU32(len(pol.DropEtherTypes) > 0),
+		v.EthertypeDrop:   eth,
+	})
 }
 
 func boolU32(b bool) uint32 {
