@@ -19,8 +19,8 @@ import (
 )
 
 // TestVM runs the TestGuest* tests inside the sched_ext VM, with the
-// kernel's scx_simple and scx_qmap, cyclictest and hackbench (rt-tests) and
-// stress-ng.
+// kernel's scx_simple and scx_qmap, cyclictest and hackbench (rt-tests),
+// stress-ng and sysbench.
 // Multi-threaded TCG: the bench compares latencies.
 func TestVM(t *testing.T) {
 	vmtest.RunGuestTests(t, vmtest.Options{
@@ -30,6 +30,7 @@ func TestVM(t *testing.T) {
 			"/usr/bin/cyclictest": "cyclictest",
 			"/usr/bin/stress-ng":  "stress-ng",
 			"/usr/bin/hackbench":  "hackbench",
+			"/usr/bin/sysbench":   "sysbench",
 			"/usr/bin/sleep":      "sleep",
 		},
 		MultiThreadedTCG: true,
