@@ -280,7 +280,7 @@ func loadKind(spec *ebpf.CollectionSpec, ps *ebpf.ProgramSpec, k Kind, tid int) 
 	if err := spec.LoadAndAssign(&kp.objs, nil); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	progs, err := loader.LoadPrograms(spec, loader.MapsByName(&kp.objs), ps)
+	progs, err := loader.LoadPrograms(spec, ebpf.CollectionOptions{MapReplacements: loader.MapsByName(&kp.objs)}, ps)
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}

@@ -57,7 +57,7 @@ func attachProfiler(target *ebpf.Program, fn string) (_ *profiler, err error) {
 	}()
 	err = spec.LoadAndAssign(&p.maps, nil)
 	if err == nil {
-		p.progs, err = loader.LoadPrograms(spec, loader.MapsByName(&p.maps), progs...)
+		p.progs, err = loader.LoadPrograms(spec, ebpf.CollectionOptions{MapReplacements: loader.MapsByName(&p.maps)}, progs...)
 	}
 	if err != nil {
 		// The reason is the same for either program, so the message

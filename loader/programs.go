@@ -9,19 +9,21 @@ import (
 )
 
 // LoadPrograms loads progs, programs of spec or copies of them (another
-// AttachTo, say), each as a collection of its own on shared: the maps that
-// spec.LoadAndAssign created, by name (MapsByName). Programs picked at run
-// time, a hook family's or one instance per attach point, then all run on
-// the one set of maps, and none is looked up by name. A program that uses
-// a map shared lacks fails to load rather than get a copy of its own. It
+// AttachTo, say), each as a collection of its own on opts.MapReplacements:
+// the maps that spec.LoadAndAssign created, by name (MapsByName). Programs
+// picked at run time, a hook family's or one instance per attach point,
+// then all run on the one set of maps, and none is looked up by name. A
+// program that uses a map not shared fails to load rather than get a copy
+// of its own. The kernel's BTF is read once per opts.Cache: a caller that
+// loads in several calls passes the same one (nil: one for this call). It
 // returns the programs in the order of progs; on error, which names the
 // program, none stays loaded.
-func LoadPrograms(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, progs ...*ebpf.ProgramSpec) ([]*ebpf.Program, error) {
+func LoadPrograms(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, progs ...*ebpf.ProgramSpec) ([]*ebpf.Program, error) {
 	instances := make([]Instance, len(progs))
 	for i, ps := range progs {
 		instances[i] = Instance{Name: ps.Name, Spec: ps}
 	}
-	return LoadInstances(spec, shared, instances...)
+	return LoadInstances(spec, opts, instances...)
 }
 
 // An Instance is one of several copies of a program of an object, each
@@ -34,17 +36,18 @@ type Instance struct {
 
 // LoadInstances is LoadPrograms for instances: an error names the
 // instance that failed.
-func LoadInstances(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, instances ...Instance) ([]*ebpf.Program, error) {
-	maps := make(map[string]*ebpf.MapSpec, len(shared))
-	for name := range shared {
+func LoadInstances(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, instances ...Instance) ([]*ebpf.Program, error) {
+	maps := make(map[string]*ebpf.MapSpec, len(opts.MapReplacements))
+	for name := range opts.MapReplacements {
 		ms := spec.Maps[name]
 		if ms == nil {
 			return nil, fmt.Errorf("map %s is not in the object", name)
 		}
 		maps[name] = ms
 	}
-	// One cache, so that the kernel's BTF is read once for all of them.
-	opts := ebpf.CollectionOptions{MapReplacements: shared, Cache: btf.NewCache()}
+	if opts.Cache == nil {
+		opts.Cache = btf.NewCache()
+	}
 	var out []*ebpf.Program
 	for _, in := range instances {
 		prog, err := loadOne(maps, spec.Types, in.Name, in.Spec, opts)

@@ -89,7 +89,7 @@ func TestLoadProgramsSharesTheMaps(t *testing.T) {
 	defer CloseMaps(&objs)
 	shared := MapsByName(&objs)
 	count := spec.Programs["count"]
-	progs, err := LoadPrograms(spec, shared, count, count.Copy())
+	progs, err := LoadPrograms(spec, ebpf.CollectionOptions{MapReplacements: shared}, count, count.Copy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestLoadProgramsSharesTheMaps(t *testing.T) {
 			t.Errorf("instance %d uses maps %v, want the shared %d", i, ids, want)
 		}
 	}
-	_, err = LoadInstances(spec, shared, Instance{Name: "own/copy", Spec: spec.Programs["own"]})
+	_, err = LoadInstances(spec, ebpf.CollectionOptions{MapReplacements: shared}, Instance{Name: "own/copy", Spec: spec.Programs["own"]})
 	if err == nil || !strings.Contains(err.Error(), "private") || !strings.Contains(err.Error(), "own/copy") {
 		t.Errorf("a program on a map not shared: %v, want an error naming the map and the instance", err)
 	}

@@ -171,9 +171,11 @@ const MaxFilterTIDs = 16
 // Tracer is an attached run-queue latency tracer.
 type Tracer struct {
 	// objs are the maps and globals every part of the tracer shares;
-	// shared are the same by name, to load the parts on.
+	// shared are the same by name, to load the parts on; btf holds the
+	// kernel's BTF, read once for every part.
 	objs   tracerObjects
 	shared map[string]*ebpf.Map
+	btf    *btf.Cache
 	// parts are its programs, a collection each, in the order they
 	// load and attach (see family).
 	parts   []*part
@@ -373,6 +375,7 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 		}
 	}()
 	t.shared = loader.MapsByName(&t.objs)
+	t.btf = btf.NewCache()
 
 	if err := t.attachRequired(spec, &specs.RunqlatProgramSpecs, fam, cfg.WaitOnly, cfg.Explain, devices); err != nil {
 		return nil, err
@@ -543,7 +546,7 @@ type part struct {
 
 // load loads specs as a part of the tracer, which closes it.
 func (t *Tracer) load(spec *ebpf.CollectionSpec, specs []*ebpf.ProgramSpec, label string) (*part, error) {
-	progs, err := loader.LoadPrograms(spec, t.shared, specs...)
+	progs, err := loader.LoadPrograms(spec, ebpf.CollectionOptions{MapReplacements: t.shared, Cache: t.btf}, specs...)
 	if err != nil {
 		return nil, err
 	}

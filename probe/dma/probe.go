@@ -229,7 +229,7 @@ func load(p *plan, withLatency bool, tables tableSizes) (_ *Probe, err error) {
 	if err := spec.LoadAndAssign(&pr.objs, nil); err != nil {
 		return nil, loadError(err)
 	}
-	loaded, err := loader.LoadInstances(spec, loader.MapsByName(&pr.objs), progs...)
+	loaded, err := loader.LoadInstances(spec, ebpf.CollectionOptions{MapReplacements: loader.MapsByName(&pr.objs)}, progs...)
 	if err != nil {
 		return nil, loadError(err)
 	}

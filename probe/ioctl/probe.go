@@ -441,7 +441,7 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		return nil, loadError(h, err)
 	}
-	if p.progs, err = loader.LoadPrograms(spec, loader.MapsByName(&p.objs), all...); err != nil {
+	if p.progs, err = loader.LoadPrograms(spec, ebpf.CollectionOptions{MapReplacements: loader.MapsByName(&p.objs)}, all...); err != nil {
 		return nil, loadError(h, err)
 	}
 
