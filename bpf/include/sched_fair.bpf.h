@@ -229,28 +229,36 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
 	}
 }
 
-#define HL_FAIR_PROBES 2	/* CPUs of the LLC a fair wake-up looks at, besides its own */
+#define HL_FAIR_PROBES 2	/* CPUs of the LLC a fair wake-up looks at, besides the waker's and its own */
 
 /*
  * Which CPU should a fair task with deadline dl (from its queue's clock),
- * queued for cpu's LLC, preempt, if any? A CPU running a fair task with a later deadline that
- * has run min_slice (without that floor, two wakers would take turns
- * preempting each other): the task's own CPU, else the latest deadline
- * among a few CPUs of the LLC from a random place. EEVDF preempts on the
- * woken task's runqueue; here any CPU of the LLC may take it from the
- * shared queue, so one that should is made to.
+ * queued for cpu's LLC, preempt, if any? A CPU running a fair task with a
+ * later deadline that has run min_slice (without that floor, two wakers
+ * would take turns preempting each other): the waker's own CPU first, as
+ * EEVDF's wake-affine does (a kick of the calling CPU needs no IPI, which
+ * under TCG waits for the host to run the target vCPU, and the wakee finds
+ * what the waker wrote in cache), then the task's own CPU, else the latest
+ * deadline among a few CPUs of the LLC from a random place. EEVDF preempts
+ * on the woken task's runqueue; here any CPU of the LLC may take it from
+ * the shared queue, so one that should is made to.
  */
 __hl_global s32 fair_victim(struct task_struct___arg *task __arg_trusted, s32 cpu, u32 llc, s64 dl)
 {
 	struct task_struct *p = (void *)task;
 	u32 n = llc_size[llc & (HL_MAX_LLCS - 1)], first = llc_first[llc & (HL_MAX_LLCS - 1)], start, k;
+	s32 self = bpf_get_smp_processor_id();
 	u64 now = bpf_ktime_get_ns();
 	s64 latest = dl;
 	struct hl_cpu_shared *s;
 	s32 victim = -1, c;
 
-	for (k = 0; k <= HL_FAIR_PROBES && k <= n; k++) {
+	for (k = 0; k <= HL_FAIR_PROBES + 1 && k <= n + 1; k++) {
 		if (k == 0) {
+			if (self == cpu || llc_of(self) != llc)
+				continue;
+			c = self;
+		} else if (k == 1) {
 			c = cpu;
 		} else {
 			start = bpf_get_prandom_u32() % n;
@@ -262,7 +270,7 @@ __hl_global s32 fair_victim(struct task_struct___arg *task __arg_trusted, s32 cp
 			continue;
 		victim = c;
 		latest = s->deadline;
-		if (k == 0)
+		if (k <= 1)
 			break;
 	}
 	return victim;
