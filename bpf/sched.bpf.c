@@ -319,9 +319,10 @@ int hl_dispatch(u64 *ctx)
 	}
 	if (lane_far && lane_steal(llc))
 		return 0;
-	/* Only an idle CPU steals from other LLCs: one with no LLC to
-	 * steal from, or nothing queued here, skips the queues' kfuncs (a
-	 * CPU going idle dispatches at every ping-pong wake-up). */
+	/* The fair queues' kfuncs only where they can find something: this
+	 * CPU's own queues when fair_waits said so, other LLCs' when there
+	 * are others. A CPU going idle dispatches at every ping-pong
+	 * wake-up. */
 	if ((fair_here && fair_take(cpu, llc)) || (nr_llcs > 1 && fair_steal(llc)))
 		return 0;
 	/*
