@@ -292,6 +292,8 @@ int hl_dispatch(u64 *ctx)
 	const volatile struct hl_class *pc = lane_here ? NULL : requeued_prev(prev);
 	bool keep_prev = pc && pc->high_priority;
 	bool fair_here = fair_waits(cpu, llc);
+	struct hl_task *t;
+	u64 slice;
 
 	if (!s || !o)
 		return 0;
@@ -319,6 +321,20 @@ int hl_dispatch(u64 *ctx)
 	}
 	if (lane_far && lane_steal(llc))
 		return 0;
+	/*
+	 * A fair task whose slice ran out runs on, its run charged as a turn
+	 * of its own, while its deadline is the earliest for this CPU.
+	 */
+	if (pc && !o->lane && fair_here && prev && (t = task_ctx(prev)) &&
+	    (slice = fair_keep(HL_TASK(prev), t, o->class_id, cpu, now - s->started_at))) {
+		fair_charge(prev, t, pc, now - s->started_at, cpu);
+		s->started_at = now;
+		s->deadline = fair_start(HL_TASK(prev), t, o->class_id, cpu);
+		prev->scx.slice = slice;
+		o->run_slice = slice;
+		stat_inc(fair_kept);
+		return 0;
+	}
 	/* The fair queues' kfuncs only where they can find something: this
 	 * CPU's own queues when fair_waits said so, other LLCs' when there
 	 * are others. A CPU going idle dispatches at every ping-pong

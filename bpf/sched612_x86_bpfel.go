@@ -47,6 +47,7 @@ const (
 	Sched612ProgHlTick                   = "hl_tick"
 	Sched612ProgHlYield                  = "hl_yield"
 	Sched612VarCpuLlc                    = "cpu_llc"
+	Sched612VarDebtBudgetNs              = "debt_budget_ns"
 	Sched612VarDebugErrorAfter           = "debug_error_after"
 	Sched612VarExitInfo                  = "exit_info"
 	Sched612VarHlClasses                 = "hl_classes"
@@ -158,6 +159,7 @@ type Sched612MapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched612VariableSpecs struct {
 	CpuLlc                    *ebpf.VariableSpec `ebpf:"cpu_llc"`
+	DebtBudgetNs              *ebpf.VariableSpec `ebpf:"debt_budget_ns"`
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
@@ -234,6 +236,7 @@ func (m *Sched612Maps) Close() error {
 // It can be passed to LoadSched612Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched612Variables struct {
 	CpuLlc                    *ebpf.Variable `ebpf:"cpu_llc"`
+	DebtBudgetNs              *ebpf.Variable `ebpf:"debt_budget_ns"`
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`

@@ -47,6 +47,7 @@ const (
 	Sched613ProgHlTick                   = "hl_tick"
 	Sched613ProgHlYield                  = "hl_yield"
 	Sched613VarCpuLlc                    = "cpu_llc"
+	Sched613VarDebtBudgetNs              = "debt_budget_ns"
 	Sched613VarDebugErrorAfter           = "debug_error_after"
 	Sched613VarExitInfo                  = "exit_info"
 	Sched613VarHlClasses                 = "hl_classes"
@@ -158,6 +159,7 @@ type Sched613MapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched613VariableSpecs struct {
 	CpuLlc                    *ebpf.VariableSpec `ebpf:"cpu_llc"`
+	DebtBudgetNs              *ebpf.VariableSpec `ebpf:"debt_budget_ns"`
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
@@ -234,6 +236,7 @@ func (m *Sched613Maps) Close() error {
 // It can be passed to LoadSched613Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched613Variables struct {
 	CpuLlc                    *ebpf.Variable `ebpf:"cpu_llc"`
+	DebtBudgetNs              *ebpf.Variable `ebpf:"debt_budget_ns"`
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`

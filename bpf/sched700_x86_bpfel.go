@@ -47,6 +47,7 @@ const (
 	Sched700ProgHlTick                   = "hl_tick"
 	Sched700ProgHlYield                  = "hl_yield"
 	Sched700VarCpuLlc                    = "cpu_llc"
+	Sched700VarDebtBudgetNs              = "debt_budget_ns"
 	Sched700VarDebugErrorAfter           = "debug_error_after"
 	Sched700VarExitInfo                  = "exit_info"
 	Sched700VarHlClasses                 = "hl_classes"
@@ -158,6 +159,7 @@ type Sched700MapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched700VariableSpecs struct {
 	CpuLlc                    *ebpf.VariableSpec `ebpf:"cpu_llc"`
+	DebtBudgetNs              *ebpf.VariableSpec `ebpf:"debt_budget_ns"`
 	DebugErrorAfter           *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.VariableSpec `ebpf:"exit_info"`
 	HlClasses                 *ebpf.VariableSpec `ebpf:"hl_classes"`
@@ -234,6 +236,7 @@ func (m *Sched700Maps) Close() error {
 // It can be passed to LoadSched700Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched700Variables struct {
 	CpuLlc                    *ebpf.Variable `ebpf:"cpu_llc"`
+	DebtBudgetNs              *ebpf.Variable `ebpf:"debt_budget_ns"`
 	DebugErrorAfter           *ebpf.Variable `ebpf:"debug_error_after"`
 	ExitInfo                  *ebpf.Variable `ebpf:"exit_info"`
 	HlClasses                 *ebpf.Variable `ebpf:"hl_classes"`

@@ -29,18 +29,24 @@ const DefaultMinSlice = 500 * time.Microsecond
 // shrink as more wait, so that serving the n tasks waiting per CPU takes
 // at most max(n × MinSlice, normal slice) of fair time, plus the slice of
 // the task running when it arrived. A task of weight below nice 0 also
-// waits out the deadline of its lighter request: MinSlice × 1024/weight
-// of others' time (nice 19: 34 ms).
+// waits out the deadline of its lighter request, MinSlice × 1024/weight
+// of others' time (nice 19: 34 ms), and its debt: what it owes for
+// running past its slice to the tick, held within the DebtBudget.
 type Bound struct {
 	Starvation, LaneSlice, NormalSlice, Tick, MinSlice time.Duration
+	// Timeout is the watchdog's, which the debt budget stays well within.
+	Timeout time.Duration
 }
 
 // Bound returns the guard's bound for this configuration on a kernel
 // whose scheduler tick is tick (see Tick).
 func (c Config) Bound(tick time.Duration) Bound {
-	b := Bound{Starvation: c.Starvation, Tick: tick, MinSlice: DefaultMinSlice}
+	b := Bound{Starvation: c.Starvation, Tick: tick, MinSlice: DefaultMinSlice, Timeout: c.Timeout}
 	if b.Starvation == 0 {
 		b.Starvation = DefaultStarvation
+	}
+	if b.Timeout == 0 {
+		b.Timeout = DefaultTimeout
 	}
 	if c.Table != nil {
 		for _, cl := range c.Table.Classes {
@@ -70,9 +76,26 @@ func (b Bound) For(waiting int) time.Duration {
 func (b Bound) ForWeight(waiting int, weight float64) time.Duration {
 	extra := time.Duration(0)
 	if weight > 0 && weight < 1024 {
-		extra = time.Duration(float64(b.MinSlice) * 1024 / weight)
+		request := time.Duration(float64(b.MinSlice) * 1024 / weight)
+		debt := min(b.DebtBudget(), time.Duration(float64(b.Tick+b.MinSlice)*1024/weight))
+		extra = request + debt
 	}
 	return b.turns(max(time.Duration(waiting)*b.MinSlice, b.NormalSlice) + b.NormalSlice + extra)
+}
+
+// DebtBudget is how much of others' CPU time a light fair task's debt may
+// make it wait (debt_budget_ns in sched_fair.bpf.h): its queue's tasks
+// share the budget, so that the wait is the same however many there are.
+// It is what the lightest task (nice 19) owes for running to the tick
+// past its shortest slice, so that while few tasks share its queue it
+// pays its whole debt and gets its weight's share; but it is at most
+// what a CPU the lane saturates gives the fair side in half the watchdog
+// timeout, so that the watchdog does not eject the scheduler for it.
+func (b Bound) DebtBudget() time.Duration {
+	lightest := math.Round(NiceWeight(19))
+	owed := time.Duration(float64(b.Tick+b.MinSlice) * 1024 / lightest)
+	turns := int64(b.Timeout / 2 / b.Period())
+	return min(owed, time.Duration(turns)*(b.Starvation/2))
 }
 
 // turns is how long a CPU the lane saturates takes to give the fair side

@@ -40,15 +40,31 @@ func TestBound(t *testing.T) {
 			t.Errorf("For(%d) = %v, want %v", tc.waiting, got, tc.want)
 		}
 	}
-	// nice 19 adds 0.5ms x 1024/15 = 35ms of others' time: 45ms, 9 turns.
-	if got, want := b.ForWeight(8, NiceWeight(19)), 9*26*ms; got != want {
+	// nice 19 adds its request, 0.5ms x 1024/14.55 = 35.2ms of others'
+	// time, and its debt for a run to the tick, 4.5ms x 1024/14.55 =
+	// 316.7ms, under the budget of 4.5ms x 1024/15 = 307.2ms: 10 + 35.2 +
+	// 307.2 = 352.4ms, 71 turns.
+	if got, want := b.DebtBudget(), 307200*time.Microsecond; got != want {
+		t.Errorf("DebtBudget() = %v, want %v", got, want)
+	}
+	if got, want := b.ForWeight(8, NiceWeight(19)), 71*26*ms; got != want {
 		t.Errorf("ForWeight(8, nice 19) = %v, want %v", got, want)
+	}
+	// nice 10 (weight 110): 10 + 4.7 (request) + 41.9 (debt, under the
+	// budget) = 56.6ms, 12 turns.
+	if got, want := b.ForWeight(8, NiceWeight(10)), 12*26*ms; got != want {
+		t.Errorf("ForWeight(8, nice 10) = %v, want %v", got, want)
 	}
 	if got := b.ForWeight(8, NiceWeight(0)); got != b.For(8) {
 		t.Errorf("nice 0 by weight %v, by For %v", got, b.For(8))
 	}
 	if d := (Config{Table: table, Starvation: 20 * ms}).Bound(ms); d.Starvation != 20*ms || d.Tick != ms {
 		t.Errorf("Bound kept %+v", d)
+	}
+	// A short watchdog timeout caps the budget: a saturated CPU gives
+	// the fair side 5ms a period, 2 periods in half of 60ms.
+	if got, want := (Config{Table: table, Timeout: 120 * ms}).Bound(4*ms).DebtBudget(), 2*5*ms; got != want {
+		t.Errorf("DebtBudget() with a 120ms timeout = %v, want %v", got, want)
 	}
 }
 

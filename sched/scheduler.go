@@ -344,8 +344,13 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec, topo *to
 	if err := spec.Assign(&specs); err != nil {
 		return fmt.Errorf("scheduler object: %w", err)
 	}
+	tick, err := Tick()
+	if err != nil {
+		return err
+	}
 	vars := map[*ebpf.VariableSpec]any{
 		specs.Classes:         cfg.Table.ClassesArray(),
+		specs.DebtBudgetNs:    uint64(cfg.Bound(tick).DebtBudget().Nanoseconds()),
 		specs.StarvationNs:    uint64(cfg.Starvation.Nanoseconds()),
 		specs.MinSliceNs:      uint64(DefaultMinSlice.Nanoseconds()),
 		specs.NiceWeight:      niceWeights(),

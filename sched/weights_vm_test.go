@@ -9,12 +9,17 @@ import (
 	"github.com/hotlane/hotlane/vm/vmtest"
 )
 
-// The fair class splits a CPU by weight when no lane task runs, as EEVDF
-// does in the same boot: nice 19 beside nice 0 on CPU 0, a cgroup of
-// cpu.weight 100 beside one of 300 on CPU 1, each pair spinning, pinned.
-// Under both the lighter of each pair gets less; how far each split is
-// from the weights is logged beside EEVDF's (issue 36 aims at within 20%;
-// EEVDF itself on this emulated guest gives nice 19 about 3x its share).
+// The fair class splits a CPU by weight when no lane task runs: nice 19
+// beside nice 0 on CPU 0, a cgroup of cpu.weight 100 beside one of 300 on
+// CPU 1, each pair spinning, pinned. The cgroups' split is within 20% of
+// their weights. Nice 19's is within 3x of its weight's share or no
+// farther from it than EEVDF's in the same boot: it runs to the tick past
+// its slice (4 ms at 250 Hz, 68 of its shares) and its spinner's Go
+// runtime wakes it in the nice-0 one's pauses, and EEVDF on this emulated
+// guest gives it 2.7-4.4x. Before a fair task whose slice ran out competed
+// by deadline with the queue (fair_keep), the pairs took turns slice by
+// slice: 1.37x and 5.7-6.4x (18x and 1.7x without the Go runtime's
+// preemption).
 func TestGuestFairWeights(t *testing.T) {
 	vmtest.RequireGuest(t)
 	const run = 6 * time.Second
@@ -28,21 +33,32 @@ func TestGuestFairWeights(t *testing.T) {
 		{what: "nice 19 beside nice 0", light: nice19.Process.Pid, heavy: nice0.Process.Pid, wLight: sched.NiceWeight(19), wHeavy: sched.NiceWeight(0)},
 		{what: "cpu.weight 100 beside 300", light: w100.Process.Pid, heavy: w300.Process.Pid, wLight: 100, wHeavy: 300},
 	}
-	split := func(scheduler string) {
+	// split returns, for each pair, how many times its weights' share the
+	// lighter task got.
+	split := func(scheduler string) []float64 {
 		time.Sleep(time.Second) // the spinners settled under this scheduler
 		for _, sh := range shares {
 			sh.start(t)
 		}
 		time.Sleep(run)
+		var off []float64
 		for _, sh := range shares {
 			got, want := sh.ratio(t)
 			t.Logf("%s: %s: CPU time ratio %.4f, weights promise %.4f (%.2fx)", scheduler, sh.what, got, want, got/want)
 			if got <= 0 || got >= 1 {
 				t.Errorf("%s: %s: the lighter task got %.4f of the heavier one's CPU time: the weights were not honoured", scheduler, sh.what, got)
 			}
+			off = append(off, got/want)
 		}
+		return off
 	}
-	split("EEVDF")
+	eevdf := split("EEVDF")
 	load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
-	split("hotlane")
+	ours := split("hotlane")
+	if nice := ours[0]; nice > 3 && nice > eevdf[0] {
+		t.Errorf("nice 19 beside nice 0 got %.2fx its weight's share: more than 3x, and more than EEVDF's %.2fx", nice, eevdf[0])
+	}
+	if cg := ours[1]; cg < 0.8 || cg > 1.2 {
+		t.Errorf("cpu.weight 100 beside 300 got %.2fx its weight's share, not within 20%%", cg)
+	}
 }

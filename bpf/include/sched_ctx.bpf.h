@@ -212,6 +212,7 @@ struct hl_stats {
 	u64 lane_steals;	/* lane tasks taken from another LLC's queue */
 	u64 pinned_local;	/* migration-disabled tasks queued on their own CPU */
 	u64 pinned_unserved;	/* dispatches that left this CPU's own queue waiting */
+	u64 fair_kept;	/* a fair task's slice ran out and its deadline kept its CPU */
 };
 
 struct {

@@ -112,33 +112,50 @@ static __always_inline void fair_wake(struct task_struct *p, struct hl_task *t)
 }
 
 /*
- * How far a task's vruntime may stand from its clock: at most one request
- * ahead of it (credit) and two of its slices behind it (debt), a nice-0
- * task's two slices for a lighter one. The kernel ejects a scheduler that
- * leaves any task waiting for its watchdog timeout, which EEVDF need not
- * fear: the debt of a nice-19 task that ran a tick (273 ms of vruntime,
- * paid for by every other task of its queue running as long) kept
- * khugepaged waiting 5 s on a 16-CPU guest, and the watchdog fired. A
- * light task now gets more than its weight's share when it overruns its
- * slice, at most two slices' worth.
+ * Debt a light task may carry, as others' CPU time: what the lightest one
+ * (nice 19) owes for a run to the tick past its shortest slice ((tick +
+ * min_slice) x 1024/15, 307 ms at 250 Hz); written by the loader, which
+ * also keeps it within a fraction of the watchdog timeout.
  */
-static __always_inline s64 clamp_lag(struct hl_task *t, u64 slice, u64 w, s64 lag)
-{
-	s64 ahead = to_vtime(t->burst > min_slice_ns ? t->burst : min_slice_ns, w);
-	s64 behind = -2 * (s64)to_vtime(slice, w > HL_WEIGHT_SCALE ? w : HL_WEIGHT_SCALE);
+const volatile u64 debt_budget_ns = 307ULL * 1000 * 1000;
 
-	return lag > ahead ? ahead : lag < behind ? behind : lag;
+/*
+ * How far a task's vruntime may stand from its clock: at most one request
+ * ahead of it (credit), and behind it (debt) two of its slices (a nice-0
+ * task's two for a lighter one) or, for a light task, the debt budget
+ * shared among the tasks of its queue, whichever allows more.
+ *
+ * Debt is paid by every other task of the queue running as long, so n
+ * others make it a wait n times as long. The kernel ejects a scheduler
+ * that leaves any task waiting for its watchdog timeout, which EEVDF need
+ * not fear: the debt of a nice-19 task that ran a tick (273 ms of
+ * vruntime) kept khugepaged waiting 5 s among a 16-CPU guest's crowds,
+ * and the watchdog fired. Held to two nice-0 slices, a nice-19 spinner
+ * beside one nice-0 spinner got 5.8x its weight's share; the budget split
+ * by the queue keeps its whole debt while few wait and its wait within
+ * the budget (ForWeight in sched/bound.go) however many do.
+ */
+__hl_global s64 clamp_lag(u64 burst, u64 slice, u64 w, s64 lag, s32 waiting)
+{
+	s64 ahead = to_vtime(burst > min_slice_ns ? burst : min_slice_ns, w);
+	s64 behind = 2 * (s64)to_vtime(slice, w > HL_WEIGHT_SCALE ? w : HL_WEIGHT_SCALE);
+	s64 share = (s64)(debt_budget_ns / (waiting > 1 ? waiting : 1));
+
+	if (w < HL_WEIGHT_SCALE && share > behind)
+		behind = share;
+	return lag > ahead ? ahead : lag < -behind ? -behind : lag;
 }
 
 /*
- * A task goes to sleep: its lag is kept, bounded, and its burst joins the
+ * A task goes to sleep: its lag is kept, bounded (as if alone: it is
+ * bounded by its queue when it is queued again), and its burst joins the
  * running average its next deadlines are measured with.
  */
 static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
 				       const volatile struct hl_class *c)
 {
 	t->slept_clock = frame_clock(t->frame);
-	t->lag = clamp_lag(t, c->slice_ns, task_weight(HL_TASK(p), t, c->weight), (s64)(t->slept_clock - t->vruntime));
+	t->lag = clamp_lag(t->burst, c->slice_ns, task_weight(HL_TASK(p), t, c->weight), (s64)(t->slept_clock - t->vruntime), 1);
 	t->burst = (3 * t->burst + t->ran) / 4;
 	t->ran = 0;
 }
@@ -153,11 +170,11 @@ static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
  * ejected the scheduler. The bound is the class's slice (clamp_lag), not
  * the shorter one a crowded queue hands out.
  */
-static __always_inline void fair_bound(struct hl_task *t, const volatile struct hl_class *c, u64 w, u32 f)
+static __always_inline void fair_bound(struct hl_task *t, const volatile struct hl_class *c, u64 w, u32 f, u64 dsq)
 {
 	u64 clock = frame_clock(f);
 
-	t->vruntime = clock - clamp_lag(t, c->slice_ns, w, (s64)(clock - t->vruntime));
+	t->vruntime = clock - clamp_lag(t->burst, c->slice_ns, w, (s64)(clock - t->vruntime), scx_bpf_dsq_nr_queued(dsq));
 }
 
 /*
@@ -174,12 +191,12 @@ static __always_inline void fair_bound(struct hl_task *t, const volatile struct 
  * clock for an LLC's shared queue and its CPUs' own queues spread a CPU's
  * queue over 80 ms of vruntime, which its last tasks waited 5 s to reach.
  */
-static __always_inline void fair_started(struct hl_task *t, const volatile struct hl_class *c, u64 w, u32 f)
+static __always_inline void fair_started(struct hl_task *t, const volatile struct hl_class *c, u64 w, u32 f, u64 dsq)
 {
 	struct hl_frame *fr;
 
 	rebase(t, f);
-	fair_bound(t, c, w, f);
+	fair_bound(t, c, w, f, dsq);
 	fr = bpf_map_lookup_elem(&frames, &f);
 	if (fr && (s64)(t->vruntime - fr->vclock) > 0)
 		fr->vclock = t->vruntime;
@@ -194,13 +211,14 @@ __hl_global s64 fair_start(struct task_struct___arg *task __arg_trusted, struct 
 {
 	struct task_struct *p = (void *)task;
 	const volatile struct hl_class *c = class_get(cls);
-	u32 f = frame_of(cpu, p->nr_cpus_allowed == 1);
+	bool pinned = p->nr_cpus_allowed == 1;
+	u32 f = frame_of(cpu, pinned);
 	u64 w;
 
 	if (!t)
 		return 0;
 	w = task_weight(HL_TASK(p), t, c->weight);
-	fair_started(t, c, w, f);
+	fair_started(t, c, w, f, pinned ? HL_DSQ_PINNED(cpu) : HL_DSQ_FAIR(llc_of(cpu)));
 	return (s64)(fair_deadline(t, w, p->scx.slice) - frame_clock(f));
 }
 
@@ -300,7 +318,7 @@ __hl_global int fair_enqueue(struct task_struct___arg *task __arg_trusted, struc
 	clock = frame_clock(f);
 	if (t) {
 		rebase(t, f);
-		fair_bound(t, c, w, f);
+		fair_bound(t, c, w, f, dsq);
 		dl = fair_deadline(t, w, slice);
 		t->yielded = 0;
 	} else {
@@ -417,6 +435,40 @@ __hl_global int fair_take(s32 cpu, u32 llc)
 	if (hl_dsq_move_to_local(shared))
 		return true;
 	return move_first(pinned, cpu);
+}
+
+/*
+ * A fair task whose slice ran out, still runnable on cpu after ran ns of
+ * this run: the slice it keeps the CPU with if its deadline, charged for
+ * the run, is still no later than the first one waiting for this CPU (its
+ * own queue's and its LLC's, each from its clock), else 0. EEVDF picks
+ * among the running task and the queued ones alike. The kernel asks
+ * ops.dispatch before it requeues the task, so moving the queue's first
+ * task in whatever its deadline made CPU-bound tasks take turns slice by
+ * slice, and weights counted only through the slices' lengths: a nice-19
+ * spinner beside a nice-0 one on one CPU got 18x its weight's share, one
+ * of cpu.weight 100 beside 300 1.7x. A task that yielded gives way.
+ */
+__hl_global u64 fair_keep(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, s32 cpu, u64 ran)
+{
+	struct task_struct *p = (void *)task;
+	const volatile struct hl_class *c = class_get(cls);
+	u32 llc = llc_of(cpu);
+	u64 w, slice, dl;
+	bool pinned;
+	s64 mine;
+
+	if (!t || t->yielded)
+		return 0;
+	pinned = p->nr_cpus_allowed == 1;
+	w = task_weight(HL_TASK(p), t, c->weight);
+	slice = fair_slice(c, w, pinned ? HL_DSQ_PINNED(cpu) : HL_DSQ_FAIR(llc), pinned ? 1 : llc_size[llc]);
+	mine = (s64)(fair_deadline(t, w, slice) + to_vtime(ran, w) - frame_clock(t->frame));
+	if (first_deadline(HL_DSQ_PINNED(cpu), cpu, &dl) && (s64)(dl - frame_clock(frame_of(cpu, true))) < mine)
+		return 0;
+	if (first_deadline(HL_DSQ_FAIR(llc), cpu, &dl) && (s64)(dl - frame_clock(llc)) < mine)
+		return 0;
+	return slice;
 }
 
 /* Do fair tasks wait that this CPU may be able to run? */
