@@ -323,13 +323,16 @@ int hl_dispatch(u64 *ctx)
 		return 0;
 	/*
 	 * A fair task whose slice ran out runs on, its run charged as a turn
-	 * of its own, while its deadline is the earliest for this CPU.
+	 * of its own, while its deadline is the earliest for this CPU. It
+	 * runs as a plain fair task: one kept after a guard turn is a lane
+	 * wake-up's victim again.
 	 */
 	if (pc && !o->lane && fair_here && prev && (t = task_ctx(prev)) &&
 	    (slice = fair_keep(HL_TASK(prev), t, o->class_id, cpu, now - s->started_at))) {
 		fair_charge(prev, t, pc, now - s->started_at, cpu);
 		s->started_at = now;
 		s->deadline = fair_start(HL_TASK(prev), t, o->class_id, cpu);
+		s->state = HL_CPU_FAIR;
 		prev->scx.slice = slice;
 		o->run_slice = slice;
 		stat_inc(fair_kept);
