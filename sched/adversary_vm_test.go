@@ -1,12 +1,14 @@
 package sched_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -371,6 +373,13 @@ func logWaits(t *testing.T, snap *verify.Snapshot, b sched.Bound, waiting int) {
 	}
 	t.Logf("%d normal tasks, %d of them waited over the bound %v (%d waiting per CPU, nice 19; %v for nice 0); the longest %v by %s[%d]",
 		n, over, limit, waiting, b.For(waiting), time.Duration(worst.Hist.Max()), worst.Comm, worst.PID)
+	// Who waits longest, for whoever makes the bound hold at the maximum.
+	normal := slices.DeleteFunc(slices.Clone(snap.Tasks), func(tl verify.TaskLatency) bool { return tl.Class != "normal" })
+	slices.SortFunc(normal, func(a, b verify.TaskLatency) int { return cmp.Compare(b.Hist.Max(), a.Hist.Max()) })
+	for _, tl := range normal[:min(len(normal), 8)] {
+		_, p99 := tl.Hist.Quantile(0.99)
+		t.Logf("  %s[%d]: %d waits, p99 at most %v, max %v", tl.Comm, tl.PID, tl.Hist.Count(), time.Duration(p99), time.Duration(tl.Hist.Max()))
+	}
 	if c := snap.Counters; c.TaskTableFull > 0 || c.RingbufDrops > 0 {
 		t.Errorf("the tracer lost tasks (%d) or events (%d)", c.TaskTableFull, c.RingbufDrops)
 	}
