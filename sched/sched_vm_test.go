@@ -681,6 +681,8 @@ func TestGuestRunServesMetrics(t *testing.T) {
 		regexp.MustCompile(`(?m)^hotlane_scheduler_loads_total 1$`),
 		regexp.MustCompile(`(?m)^hotlane_scheduler_tasks_total\{class="normal",event="dispatched"\} [1-9]`),
 		regexp.MustCompile(`(?m)^hotlane_scheduler_decisions_total\{decision="preempt_kicks"\} \d`),
+		regexp.MustCompile(`(?m)^hotlane_scheduler_decisions_total\{decision="fair_kept"\} \d`),
+		regexp.MustCompile(`(?m)^hotlane_scheduler_decisions_total\{decision="pinned_unserved"\} \d`),
 		regexp.MustCompile(`(?m)^hotlane_build_info\{`),
 	} {
 		if !want.MatchString(body) {
