@@ -53,7 +53,8 @@ type Config struct {
 	// MultiThreadedTCG runs each vCPU on its own host thread: faster and
 	// closer to real hardware, but qemu 7.2 then races with the kernel's
 	// live code patching (BPF trampolines, static keys) and guests die
-	// with "Oops: int3"; qemu 10 did not in our runs. Off by default.
+	// with "Oops: int3"; qemu 10 far more rarely (vmtest boots such a
+	// guest once more). Off by default.
 	MultiThreadedTCG bool
 	// ResultsDir receives the files the guest left in /results; it is
 	// created when missing, and a new temporary directory when empty.

@@ -190,6 +190,10 @@ func RunGuest(t *testing.T, opts Options) (*GuestRun, error) {
 		cfg.Executables[guest] = host
 	}
 	res, err := vm.Run(ctx, cfg)
+	if cfg.MultiThreadedTCG && errors.Is(err, vm.ErrKernelPanic) && res != nil && livePatchRace(res.Console) {
+		t.Logf("the guest died of qemu's race with the kernel's live code patching under multi-threaded TCG; booting it again once:\n%v", err)
+		res, err = vm.Run(ctx, cfg)
+	}
 	var run *GuestRun
 	if res != nil {
 		run = &GuestRun{Kernel: k, Console: res.Console, Boot: res.Boot, Total: res.Total, Results: res.ResultsDir}
@@ -203,6 +207,17 @@ func RunGuest(t *testing.T, opts Options) (*GuestRun, error) {
 		return run, fmt.Errorf("no guest test matching %q ran", opts.Run)
 	}
 	return run, nil
+}
+
+// livePatchRace says whether a guest console shows the emulator's race
+// with the kernel's live code patching: an "Oops: int3" at an instruction
+// the kernel was patching (a jump label that sched_ext's static keys flip,
+// a BPF trampoline) while another vCPU ran it. qemu's multi-threaded TCG
+// still loses that race now and then: qemu 10.0.2 with the 6.17 guest,
+// in __schedule as sched_ext switched, in one fresh `make test` of
+// 2026-11-26. The tests that were to run after it never ran.
+func livePatchRace(console string) bool {
+	return strings.Contains(console, "Oops: int3")
 }
 
 // Kernel resolves a --kernel spec for a test: empty means
