@@ -329,7 +329,7 @@ int hl_dispatch(u64 *ctx)
 	 */
 	if (pc && !o->lane && fair_here && prev && (t = task_ctx(prev)) &&
 	    (slice = fair_keep(HL_TASK(prev), t, o->class_id, cpu, now - s->started_at))) {
-		fair_charge(prev, t, pc, now - s->started_at, cpu);
+		fair_charge(prev, t, class_get(o->class_id), now - s->started_at, cpu);
 		s->started_at = now;
 		s->deadline = fair_start(HL_TASK(prev), t, o->class_id, cpu);
 		s->state = HL_CPU_FAIR;

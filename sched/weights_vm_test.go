@@ -16,9 +16,9 @@ import (
 // farther from it than EEVDF's in the same boot: it runs to the tick past
 // its slice (4 ms at 250 Hz, 68 of its shares) and its spinner's Go
 // runtime wakes it in the nice-0 one's pauses, and EEVDF on this emulated
-// guest gives it 2.7-4.4x. Before a fair task whose slice ran out competed
+// guest gives it 2.4-4.4x. Before a fair task whose slice ran out competed
 // by deadline with the queue (fair_keep), the pairs took turns slice by
-// slice: 1.37x and 5.7-6.4x (18x and 1.7x without the Go runtime's
+// slice: 1.37x and 5.7-6.4x (1.71x and 17.9x without the Go runtime's
 // preemption).
 func TestGuestFairWeights(t *testing.T) {
 	vmtest.RequireGuest(t)
