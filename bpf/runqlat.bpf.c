@@ -779,6 +779,16 @@ static __always_inline void on_switch(u64 *ctx, const bool btf)
 			explain_left_cpu(&st->origin, prev, runnable, btf);
 	}
 
+	/* Before next's wait is explained, from this history. */
+	if (explain && (c = history_here()) && !c->seg[c->head & (HL_SEGMENTS - 1)].start) {
+		struct hl_task_identity id = {};
+
+		if (!btf)
+			hl_read_identity(prev, &id);
+		explain_history_begins(c, READ_FIELD(btf, prev, pid), READ_FIELD(btf, prev, prio),
+				       (u64)READ_FIELD(btf, prev, sched_class), btf ? (const u64 *)prev->comm : id.comm);
+	}
+
 	pid = READ_FIELD(btf, next, pid);
 	if (pid && (st = state_of(next, pid, false, cnt, btf)))
 		class_id = switch_in(prev, next, st, switch_outs(next, btf), (u64)READ_FIELD(btf, next, sched_class),

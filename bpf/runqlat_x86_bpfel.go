@@ -261,6 +261,7 @@ const (
 	RunqlatVarFilterNrTids              = "filter_nr_tids"
 	RunqlatVarFilterTgid                = "filter_tgid"
 	RunqlatVarFilterTids                = "filter_tids"
+	RunqlatVarHistorySinceNs            = "history_since_ns"
 	RunqlatVarHlClassifyStorageFailures = "hl_classify_storage_failures"
 	RunqlatVarHlDevRanges               = "hl_dev_ranges"
 	RunqlatVarHlDevUseFailures          = "hl_dev_use_failures"
@@ -385,6 +386,7 @@ type RunqlatVariableSpecs struct {
 	FilterNrTids              *ebpf.VariableSpec `ebpf:"filter_nr_tids"`
 	FilterTgid                *ebpf.VariableSpec `ebpf:"filter_tgid"`
 	FilterTids                *ebpf.VariableSpec `ebpf:"filter_tids"`
+	HistorySinceNs            *ebpf.VariableSpec `ebpf:"history_since_ns"`
 	HlClassifyStorageFailures *ebpf.VariableSpec `ebpf:"hl_classify_storage_failures"`
 	HlDevRanges               *ebpf.VariableSpec `ebpf:"hl_dev_ranges"`
 	HlDevUseFailures          *ebpf.VariableSpec `ebpf:"hl_dev_use_failures"`
@@ -475,6 +477,7 @@ type RunqlatVariables struct {
 	FilterNrTids              *ebpf.Variable `ebpf:"filter_nr_tids"`
 	FilterTgid                *ebpf.Variable `ebpf:"filter_tgid"`
 	FilterTids                *ebpf.Variable `ebpf:"filter_tids"`
+	HistorySinceNs            *ebpf.Variable `ebpf:"history_since_ns"`
 	HlClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	HlDevRanges               *ebpf.Variable `ebpf:"hl_dev_ranges"`
 	HlDevUseFailures          *ebpf.Variable `ebpf:"hl_dev_use_failures"`

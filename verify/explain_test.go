@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,6 +269,72 @@ func TestExplainBlamesAnRTHog(t *testing.T) {
 	}
 	if top := s.topTask(t); top.Comm != "hl-rthog" || top.Kind != KindRTDL {
 		t.Errorf("longest-running task %s (%s), want hl-rthog (rt_dl)", top.Comm, top.Kind)
+	}
+}
+
+// A SCHED_FIFO hog that has had its CPU since before the tracer attached,
+// and a lower-priority SCHED_FIFO sleeper woken on that CPU once it had:
+// the wait is the hog's, not "uncovered", though the CPU's first switch
+// the tracer sees is the one that ends it. (A CI run's first violation
+// was once 8 ms of nothing but uncovered time.)
+func TestExplainCoversARunFromBeforeTheAttach(t *testing.T) {
+	requireRoot(t)
+	// A collection would park the spinning goroutine's thread: a switch.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	cpu := runtime.NumCPU() - 1
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pipe[0])
+	var released atomic.Bool
+	var wg sync.WaitGroup
+	defer func() { released.Store(true); unix.Close(pipe[1]); wg.Wait() }()
+	wg.Add(2)
+	victim, _ := onThread(t, "infer-victim", cpu, 5, func() {
+		defer wg.Done()
+		var b [1]byte
+		for {
+			if n, err := unix.Read(pipe[0], b[:]); n <= 0 || err != nil {
+				return
+			}
+		}
+	})
+	hog, _ := onThread(t, "hl-rthog", cpu, 10, func() {
+		defer wg.Done()
+		for !released.Load() {
+		}
+	})
+
+	table, bounds := inferenceMax5ms(t)
+	res, err := Run(context.Background(), Options{
+		Tracer:          TracerConfig{Table: table, FilterTGID: uint32(os.Getpid()), Explain: true},
+		Bounds:          bounds,
+		Duration:        10 * time.Second,
+		StopOnViolation: true,
+		Live: func(*Tracer) func() {
+			// Woken from this CPU once the tracer is attached, it waits
+			// behind the hog until the hog lets go.
+			if _, err := unix.Write(pipe[1], []byte{1}); err != nil {
+				t.Error(err)
+			}
+			time.AfterFunc(50*time.Millisecond, func() { released.Store(true) })
+			return func() {}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := res.StoppedBy
+	if v == nil || int(v.PID) != victim || v.Why == nil {
+		t.Fatalf("stopped by %+v, want an explained violation of the sleeper %d", v, victim)
+	}
+	t.Logf("%s[%d] waited %v: %v", v.Comm, v.PID, v.Latency, v.Why)
+	if un := v.Why.Parts.Of(KindUncovered); un > v.Latency/4 {
+		t.Errorf("%v of the %v wait uncovered, want the hog's run to cover it", un, v.Latency)
+	}
+	if len(v.Why.Tasks) == 0 || int(v.Why.Tasks[0].PID) != hog || v.Why.Tasks[0].Kind != KindRTDL || v.Why.Tasks[0].Comm != "hl-rthog" {
+		t.Errorf("tasks %+v, want the hog %d (rt_dl) first", v.Why.Tasks, hog)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/bpf"
 	"github.com/hotlane/hotlane/internal/cstr"
@@ -379,6 +380,17 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 
 	if err := t.attachRequired(spec, &specs.RunqlatProgramSpecs, fam, cfg.WaitOnly, cfg.Explain, devices); err != nil {
 		return nil, err
+	}
+	if cfg.Explain {
+		// sched_switch is attached: a CPU's first switch from now on
+		// ends a run that began no later than this.
+		var now unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+			return nil, fmt.Errorf("read CLOCK_MONOTONIC: %w", err)
+		}
+		if err := t.objs.HistorySinceNs.Set(uint64(now.Nano())); err != nil {
+			return nil, fmt.Errorf("set history_since_ns: %w", err)
+		}
 	}
 	t.attachOptional(spec, &specs.RunqlatProgramSpecs, fam, cfg, scx.Present)
 	if t.ring, err = ringbuf.NewReader(t.objs.Violations); err != nil {

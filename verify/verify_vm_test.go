@@ -237,11 +237,26 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 				if err := os.WriteFile("/proc/sysrq-trigger", []byte("S"), 0); err != nil {
 					t.Errorf("SysRq-S: %v", err)
 				}
-				time.AfterFunc(time.Second, stop)
+				// The kernel's disable work moves every task back to
+				// the fair class before it calls ops.exit; on a starved
+				// emulated guest that took over the second this once
+				// waited, and the trace stopped with the waits across
+				// the move not yet ended (a CI run saw 271 in bypass,
+				// none out of sched_ext). Trace a second past ops.exit.
+				go func() {
+					defer stop()
+					for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+						if _, exited, err := s.Exited(); err != nil || exited {
+							time.Sleep(time.Second)
+							return
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				}()
 			})
 			return len(p), nil
 		})
-		c, res := run(runCtx, time.Minute, sysrq, nil)
+		c, res := run(runCtx, 3*time.Minute, sysrq, nil)
 		if info, exited, err := s.Exited(); err != nil || !exited {
 			t.Fatalf("the scheduler did not exit after SysRq-S (%v, %v)", exited, err)
 		} else {

@@ -28,6 +28,9 @@
 /* Settings, written by the loader before load. */
 const volatile bool explain;		/* keep each CPU's recent history to explain violations */
 const volatile bool kernel_has_ext;	/* CONFIG_SCHED_CLASS_EXT: else every other task is fair */
+/* CLOCK_MONOTONIC once sched_switch was attached, written then by the
+ * loader; 0 before. */
+volatile u64 history_since_ns;
 
 /* Where the kernel's sched_ext class lives, if kallsyms shows it: a task
  * whose sched_class is this one is scheduled by the BPF scheduler. */
@@ -191,6 +194,33 @@ static __always_inline void explain_switched_in(struct cpu_history *c, u64 now, 
 	s->class_id = class_id;
 	__builtin_memcpy(s->comm, comm, sizeof(s->comm));
 	c->head = h;
+}
+
+/*
+ * A CPU's history begins at its first switch (c has no segment yet). If
+ * that comes after history_since_ns, the task leaving the CPU has had it
+ * since then at least, as sched_switch would have seen otherwise: open its
+ * segment there (pid, comm, scheduling priority and class). Without it a
+ * wait behind a task that ran through the attach (an RT hog's burst) is
+ * all "uncovered"; what came before history_since_ns still is, as the
+ * wake-ups that start waits are hooked first. Its hotlane class is not
+ * worked out; the interrupt totals it starts from are the history's own
+ * (zero).
+ */
+static __always_inline void explain_history_begins(struct cpu_history *c, u32 pid, int prio, u64 sched_class,
+						   const u64 *comm)
+{
+	struct segment *s;
+
+	u64 since = history_since_ns;
+
+	if (!since)
+		return;
+	explain_switched_in(c, since, pid, prio, sched_class, HL_MAX_CLASSES, comm);
+	s = &c->seg[c->head & (HL_SEGMENTS - 1)];
+	s->irq = 0;
+	s->softirq = 0;
+	s->ext_cb = 0;
 }
 
 /* Adds run ns of segment s's task to the named tasks, which keep the
