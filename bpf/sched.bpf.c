@@ -8,7 +8,7 @@
  * This file holds the ops table and the callbacks; the policy is in
  * sched_ctx.bpf.h (settings, topology, per-CPU, per-LLC and per-task
  * contexts, queues, counters), sched_lane.bpf.h, sched_fair.bpf.h and
- * sched_guard.bpf.h. Tasks are classed by classify.bpf.h; high-priority
+ * sched_guard.bpf.h, and sched_slice.bpf.h ends short slices on time. Tasks are classed by classify.bpf.h; high-priority
  * classes form the lane. A CPU serves, in order (hl_dispatch):
  *
  *  1. a guard turn, if it owes the fair side one;
@@ -29,6 +29,7 @@
 #include "sched_fair.bpf.h"
 #include "sched_lane.bpf.h"
 #include "sched_guard.bpf.h"
+#include "sched_slice.bpf.h"
 
 LICENSE("GPL");
 
@@ -335,6 +336,7 @@ int hl_dispatch(u64 *ctx)
 		s->state = HL_CPU_FAIR;
 		prev->scx.slice = slice;
 		o->run_slice = slice;
+		slice_timer_arm(o, cpu, prev, slice);
 		stat_inc(fair_kept);
 		return 0;
 	}
@@ -470,6 +472,7 @@ int hl_running(u64 *ctx)
 			p->scx.slice = turn;
 	}
 	o->run_slice = p->scx.slice;
+	slice_timer_arm(o, cpu, p, p->scx.slice);
 	return 0;
 }
 
@@ -699,7 +702,7 @@ int hl_cpu_offline(u64 *ctx)
 }
 
 /* The queues: per LLC a lane and a fair queue, per CPU a pinned queue,
- * each on its LLC's NUMA node. */
+ * each on its LLC's NUMA node; and each CPU's slice timer. */
 SEC("struct_ops.s/hl_init")
 s32 hl_init(u64 *ctx)
 {
@@ -721,6 +724,11 @@ s32 hl_init(u64 *ctx)
 		err = scx_bpf_create_dsq(HL_DSQ_PINNED(i), llc_node[llc_of(i)]);
 		if (err) {
 			hl_error("create the pinned queue of CPU %d: %d", i, err);
+			return err;
+		}
+		err = slice_timer_init(i);
+		if (err) {
+			hl_error("ready the slice timer of CPU %d: %d", i, err);
 			return err;
 		}
 	}

@@ -99,7 +99,7 @@ func (c *SchedulerCollector) Collect(ch chan<- prometheus.Metric) {
 	for decision, v := range map[string]uint64{
 		"preempt_kicks": st.PreemptKicks, "idle_kicks": st.IdleKicks, "guard_turns": st.GuardDispatches,
 		"kthread_direct": st.KthreadDirect, "lane_kept": st.LaneKept, "fair_resumed": st.FairResumed,
-		"cpu_released": st.CPUReleased, "fair_preempts": st.FairPreempts, "fair_steals": st.FairSteals, "fair_kept": st.FairKept,
+		"cpu_released": st.CPUReleased, "fair_preempts": st.FairPreempts, "fair_steals": st.FairSteals, "fair_kept": st.FairKept, "slice_timer_ends": st.SliceTimerEnds,
 		"lane_queued": st.LaneQueued, "lane_steals": st.LaneSteals, "pinned_local": st.PinnedLocal, "pinned_unserved": st.PinnedUnserved,
 		"classify_uncached": st.ClassifyUncached, "device_uses_lost": st.DeviceUsesLost,
 	} {

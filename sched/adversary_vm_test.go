@@ -327,8 +327,13 @@ func TestGuestCoreAdversaries(t *testing.T) {
 	if state := readSysfs(t, "state"); state != "enabled" {
 		t.Fatalf("sched_ext state %q, want enabled", state)
 	}
-	t.Logf("%s: %d hotplug cycles of CPU %d, %d FIFO bursts; guard turns %d, lane preempts %d, lane queued %d, lane steals %d, fair preempts %d, fair steals %d",
-		run, cycles, hotplugCPU, bursts.Load(), d.GuardDispatches, d.PreemptKicks, d.LaneQueued, d.LaneSteals, d.FairPreempts, d.FairSteals)
+	t.Logf("%s: %d hotplug cycles of CPU %d, %d FIFO bursts; guard turns %d, lane preempts %d, lane queued %d, lane steals %d, fair preempts %d, fair steals %d, fair kept %d, slice timer ends %d",
+		run, cycles, hotplugCPU, bursts.Load(), d.GuardDispatches, d.PreemptKicks, d.LaneQueued, d.LaneSteals, d.FairPreempts, d.FairSteals, d.FairKept, d.SliceTimerEnds)
+	// The crowd pinned to one CPU gets min_slice, shorter than a tick:
+	// the slice timer ends those slices.
+	if d.SliceTimerEnds == 0 {
+		t.Error("the slice timer ended no slice, with 64 tasks pinned to one CPU")
+	}
 	for cpu := range hotplugCPU {
 		if rounds[cpu].Load() == 0 {
 			t.Errorf("the thread pinned to CPU %d made no progress", cpu)

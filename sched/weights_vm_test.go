@@ -53,8 +53,13 @@ func TestGuestFairWeights(t *testing.T) {
 		return off
 	}
 	eevdf := split("EEVDF")
-	load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
+	s := load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
 	ours := split("hotlane")
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("hotlane: fair-kept %d, slice-timer %d", st.FairKept, st.SliceTimerEnds)
 	if nice := ours[0]; nice > 3 && nice > eevdf[0] {
 		t.Errorf("nice 19 beside nice 0 got %.2fx its weight's share: more than 3x, and more than EEVDF's %.2fx", nice, eevdf[0])
 	}

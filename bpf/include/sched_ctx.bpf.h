@@ -93,6 +93,7 @@ struct hl_cpu_own {
 	u32 lane;	/* it runs as a lane task */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
 	s32 resumed_pid;	/* a preempted fair task put back in the local queue */
+	u64 runs;	/* fair runs started here, kept ones too: the slice timer's */
 };
 
 struct {
@@ -213,6 +214,7 @@ struct hl_stats {
 	u64 pinned_local;	/* migration-disabled tasks queued on their own CPU */
 	u64 pinned_unserved;	/* dispatches that left this CPU's own queue waiting */
 	u64 fair_kept;	/* a fair task's slice ran out and its deadline kept its CPU */
+	u64 slice_timer_ends;	/* slices shorter than a tick ended by the slice timer */
 };
 
 struct {
