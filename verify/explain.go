@@ -271,6 +271,11 @@ func (c *CauseSummaries) Add(v Violation) {
 		if a.tasks[k] == nil {
 			a.tasks[k] = &BlamedTask{Comm: t.Comm, Kind: t.Kind, Class: t.Class, PID: t.PID}
 		}
+		// A run that began before the trace has no class (it was not
+		// worked out): the first of a comm's runs to have one names it.
+		if a.tasks[k].Class == "" {
+			a.tasks[k].Class = t.Class
+		}
 		a.tasks[k].Time += t.Time
 	}
 	a.s.ExtCallbacks += e.ExtCallbacks

@@ -120,6 +120,21 @@ func TestCauseSummariesAddUp(t *testing.T) {
 	}
 }
 
+// A task whose first blamed run began before the trace (no class) is
+// named by the class its later runs have.
+func TestCauseSummariesNameTheClassOnceKnown(t *testing.T) {
+	var c CauseSummaries
+	for _, class := range []string{"", "normal", ""} {
+		c.Add(Violation{Class: "inference", Latency: 2 * time.Millisecond, Why: &Explanation{
+			Parts: Parts{{KindSchedExt, 2 * time.Millisecond}}, Cause: KindSchedExt,
+			Tasks: []BlamedTask{{PID: 7, Comm: "hog", Kind: KindSchedExt, Class: class, Time: 2 * time.Millisecond}}}})
+	}
+	tasks := c.Summaries()[0].Tasks
+	if len(tasks) != 1 || tasks[0].Class != "normal" || tasks[0].Time != 6*time.Millisecond {
+		t.Errorf("tasks %+v, want hog of class normal, 6ms", tasks)
+	}
+}
+
 // An explained violation prints its explanation in place of the bare
 // "while X ran".
 func TestViolationPrinterPrintsTheExplanation(t *testing.T) {
