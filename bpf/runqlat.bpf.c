@@ -762,7 +762,7 @@ static __always_inline void on_switch(u64 *ctx, const bool btf)
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = ctx[3];
 	struct rq_counters *cnt = counters_get();
-	struct cpu_history *c;
+	struct cpu_history *c = explain ? history_here() : NULL;
 	struct wait_state *st;
 	u64 now = bpf_ktime_get_ns();
 	u32 pid, class_id = HL_MAX_CLASSES;
@@ -780,7 +780,7 @@ static __always_inline void on_switch(u64 *ctx, const bool btf)
 	}
 
 	/* Before next's wait is explained, from this history. */
-	if (explain && (c = history_here()) && !c->seg[c->head & (HL_SEGMENTS - 1)].start) {
+	if (c && !c->seg[c->head & (HL_SEGMENTS - 1)].start) {
 		struct hl_task_identity id = {};
 
 		if (!btf)
@@ -794,7 +794,7 @@ static __always_inline void on_switch(u64 *ctx, const bool btf)
 		class_id = switch_in(prev, next, st, switch_outs(next, btf), (u64)READ_FIELD(btf, next, sched_class),
 				     btf, now, cnt);
 
-	if (explain && (c = history_here())) {
+	if (c) {
 		struct hl_task_identity id = {};
 
 		class_id = switched_in_class(next, pid, class_id, &id, btf);

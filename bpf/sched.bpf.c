@@ -8,8 +8,8 @@
  * This file holds the ops table and the callbacks; the policy is in
  * sched_ctx.bpf.h (settings, topology, per-CPU, per-LLC and per-task
  * contexts, queues, counters), sched_lane.bpf.h, sched_fair.bpf.h and
- * sched_guard.bpf.h, and sched_slice.bpf.h ends short slices on time. Tasks are classed by classify.bpf.h; high-priority
- * classes form the lane. A CPU serves, in order (hl_dispatch):
+ * sched_guard.bpf.h; sched_slice.bpf.h ends short slices on time. Tasks
+ * are classed by classify.bpf.h; high-priority classes form the lane. A CPU serves, in order (hl_dispatch):
  *
  *  1. a guard turn, if it owes the fair side one;
  *  2. its LLC's lane queue, else the lane task it runs keeps its CPU;
@@ -336,7 +336,7 @@ int hl_dispatch(u64 *ctx)
 		s->state = HL_CPU_FAIR;
 		prev->scx.slice = slice;
 		o->run_slice = slice;
-		slice_timer_arm(o, cpu, prev, slice);
+		slice_timer_arm(s, cpu, prev, slice);
 		stat_inc(fair_kept);
 		return 0;
 	}
@@ -472,7 +472,7 @@ int hl_running(u64 *ctx)
 			p->scx.slice = turn;
 	}
 	o->run_slice = p->scx.slice;
-	slice_timer_arm(o, cpu, p, p->scx.slice);
+	slice_timer_arm(s, cpu, p, p->scx.slice);
 	return 0;
 }
 

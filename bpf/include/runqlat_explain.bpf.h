@@ -210,9 +210,8 @@ static __always_inline void explain_switched_in(struct cpu_history *c, u64 now, 
 static __always_inline void explain_history_begins(struct cpu_history *c, u32 pid, int prio, u64 sched_class,
 						   const u64 *comm)
 {
-	struct segment *s;
-
 	u64 since = history_since_ns;
+	struct segment *s;
 
 	if (!since)
 		return;

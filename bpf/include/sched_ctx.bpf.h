@@ -93,7 +93,6 @@ struct hl_cpu_own {
 	u32 lane;	/* it runs as a lane task */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
 	s32 resumed_pid;	/* a preempted fair task put back in the local queue */
-	u64 runs;	/* fair runs started here, kept ones too: the slice timer's */
 };
 
 struct {

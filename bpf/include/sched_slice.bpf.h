@@ -20,7 +20,7 @@ const volatile u64 tick_ns;
 
 struct hl_slice_timer {
 	struct bpf_timer timer;
-	u64 run;	/* the CPU's run (hl_cpu_own.runs) it was armed for */
+	u64 run;	/* the run it was armed for: its hl_cpu_shared.started_at */
 };
 
 struct {
@@ -40,7 +40,7 @@ static int slice_ended(void *map, u32 *key, struct hl_slice_timer *st)
 	struct hl_cpu_own *o = own_get();
 	u32 llc = llc_of(cpu);
 
-	if (!s || !o || *key != (u32)cpu || o->runs != st->run || o->lane || s->state == HL_CPU_IDLE)
+	if (!s || !o || *key != (u32)cpu || s->started_at != st->run || o->lane || s->state == HL_CPU_IDLE)
 		return 0;
 	if (fair_waits(cpu, llc) || lane_waits(llc)) {
 		stat_inc(slice_timer_ends);
@@ -65,23 +65,23 @@ static __always_inline s32 slice_timer_init(s32 cpu)
 }
 
 /*
- * Fair task p's run starts (or goes on, kept) on cpu with slice ns: a new
- * run, whose slice the timer ends if it is shorter than the tick would.
+ * Fair task p's run starts (or goes on, kept) on cpu with slice ns, at
+ * s->started_at: the timer ends that slice if it is shorter than the tick
+ * would.
  * Not a task lighter than nice 0 (p->scx.weight, nice and class; not its
  * cgroup's): what it runs past its slice it owes as debt, paid in later
  * waits within the debt budget, so ending it on time gains no fairness.
  * It lost some: with the timer a nice-19 spinner beside a nice-0 one on
  * one CPU of 2 got 2.5-3.25x its weight's share, 1.5-2.1x without.
  */
-static __always_inline void slice_timer_arm(struct hl_cpu_own *o, s32 cpu, struct task_struct *p, u64 slice)
+static __always_inline void slice_timer_arm(struct hl_cpu_shared *s, s32 cpu, struct task_struct *p, u64 slice)
 {
 	u32 key = cpu;
 	struct hl_slice_timer *st;
 
-	o->runs++;
 	if (slice >= tick_ns || p->scx.weight < HL_WEIGHT_NICE0 || !(st = bpf_map_lookup_elem(&slice_timers, &key)))
 		return;
-	st->run = o->runs;
+	st->run = s->started_at;
 	bpf_timer_start(&st->timer, slice, BPF_F_TIMER_CPU_PIN);
 }
 
