@@ -44,6 +44,10 @@ func TestVMCore(t *testing.T) {
 // is a spinnerSpec.
 const spinnerEnv = "HOTLANE_TEST_SPINNER"
 
+// spinnerComm names a spinner process's spinning threads, which tells
+// them from the Go runtime's own.
+const spinnerComm = "spinner"
+
 // spinnerSpec describes a spinner process: threads spinning threads on
 // CPU cpu (-1: anywhere) at nice nice.
 type spinnerSpec struct {
@@ -80,6 +84,10 @@ func init() {
 				fmt.Fprintf(os.Stderr, "nice %d: %v\n", s.nice, err)
 				os.Exit(2)
 			}
+			if err := setComm(spinnerComm); err != nil {
+				fmt.Fprintf(os.Stderr, "name the thread %s: %v\n", spinnerComm, err)
+				os.Exit(2)
+			}
 			var n uint64
 			for {
 				n++
@@ -97,45 +105,61 @@ func startSpinner(t *testing.T, spec spinnerSpec) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), spinnerEnv+"="+spec.String())
+	// The Go runtime preempts a goroutine that ran 10 ms by a signal, and
+	// its thread, locked to it, then sleeps until another thread hands it
+	// back: a spinner so preempted slept 40-90 times a second, and the
+	// CPU's other task ran in those gaps. Without async preemption the
+	// loop, which calls nothing, is never preempted; without the collector
+	// nothing waits to stop it.
+	cmd.Env = append(os.Environ(), spinnerEnv+"="+spec.String(), "GODEBUG=asyncpreemptoff=1", "GOGC=off")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd
+	// Started means spinning: a share read before would miss the threads.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := spinning(cmd.Process.Pid); n == spec.threads {
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spinner %s: its %d threads did not start spinning in a minute", spec, spec.threads)
+		}
+	}
 }
 
-// threadTimes is the CPU time so far of each thread of a process, by
-// thread id, from schedstat (nanoseconds, unlike /proc/PID/stat's ticks).
-func threadTimes(t *testing.T, pid int) map[string]time.Duration {
+// spinTime is the CPU time so far of a spinner process's spinning
+// threads, from schedstat (nanoseconds, unlike /proc/PID/stat's ticks).
+// The Go runtime's other threads of the process run on any CPU at nice 0,
+// and took more CPU than a nice-19 spinner beside a nice-0 one: counting
+// the busiest thread measured the runtime's sysmon, not the spinner, and
+// showed 2-16x the share nice 19's weight gives under EEVDF and hotlane
+// alike.
+func spinTime(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(stats) == 0 {
-		t.Fatalf("schedstat of %d: %v", pid, err)
+	n, sum := spinning(pid)
+	if n == 0 {
+		t.Fatalf("process %d has no thread named %s", pid, spinnerComm)
 	}
-	times := map[string]time.Duration{}
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
+	return sum
+}
+
+// spinning is how many threads of process pid spin, and their CPU time.
+func spinning(pid int) (n int, sum time.Duration) {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		comm, err := os.ReadFile(filepath.Join(task, "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != spinnerComm {
+			continue // a thread that exited, or the runtime's
+		}
+		b, err := os.ReadFile(filepath.Join(task, "schedstat"))
 		if err != nil {
-			continue // a thread that exited
+			continue
 		}
 		ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
-		times[filepath.Base(filepath.Dir(f))] = time.Duration(ns)
+		sum += time.Duration(ns)
+		n++
 	}
-	return times
-}
-
-// busiest is the most CPU time one thread got between two threadTimes:
-// a spinner's spinning thread. The Go runtime's other threads of the
-// process run on any CPU at nice 0, and counting them skewed the split of
-// a pinned pair even under EEVDF (nice 19 beside nice 0: 9x the share
-// the weights give, on a 2-CPU guest).
-func busiest(before, after map[string]time.Duration) time.Duration {
-	var most time.Duration
-	for tid, ns := range after {
-		most = max(most, ns-before[tid])
-	}
-	return most
+	return n, sum
 }
 
 // weightCgroup makes a cgroup v2 child with cpu.weight = weight and moves
@@ -166,13 +190,13 @@ type share struct {
 	what           string
 	light, heavy   int // pids
 	wLight, wHeavy float64
-	l0, h0         map[string]time.Duration
+	l0, h0         time.Duration
 }
 
-func (s *share) start(t *testing.T) { s.l0, s.h0 = threadTimes(t, s.light), threadTimes(t, s.heavy) }
+func (s *share) start(t *testing.T) { s.l0, s.h0 = spinTime(t, s.light), spinTime(t, s.heavy) }
 
 func (s *share) ratio(t *testing.T) (got, want float64) {
-	l, h := busiest(s.l0, threadTimes(t, s.light)), busiest(s.h0, threadTimes(t, s.heavy))
+	l, h := spinTime(t, s.light)-s.l0, spinTime(t, s.heavy)-s.h0
 	if h == 0 {
 		return 0, s.wLight / s.wHeavy
 	}

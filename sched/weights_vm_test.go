@@ -14,12 +14,9 @@ import (
 // CPU 1, each pair spinning, pinned. The cgroups' split is within 20% of
 // their weights. Nice 19's is within 3x of its weight's share or no
 // farther from it than EEVDF's in the same boot: it runs to the tick past
-// its slice (4 ms at 250 Hz, 68 of its shares) and its spinner's Go
-// runtime wakes it in the nice-0 one's pauses, and EEVDF on this emulated
-// guest gives it 2.4-4.4x. Before a fair task whose slice ran out competed
-// by deadline with the queue (fair_keep), the pairs took turns slice by
-// slice: 1.37x and 5.7-6.4x (1.71x and 17.9x without the Go runtime's
-// preemption).
+// its slice (4 ms at 250 Hz, 68 of its shares). Counted right (the
+// spinning thread, not the Go runtime's busiest; spinTime), EEVDF gives
+// it 0.98-1.03x on this guest and hotlane 1.12-1.19x.
 func TestGuestFairWeights(t *testing.T) {
 	vmtest.RequireGuest(t)
 	const run = 6 * time.Second
