@@ -6,11 +6,11 @@
  * the next one, up to a tick later (4 ms at 250 Hz). The fair class gives
  * such slices to crowds (each of 64 tasks pinned to one CPU took a tick
  * where the bound counts min_slice), at a guard turn's end, and to light
- * tasks. A CPU whose fair task of nice 0 or heavier starts a slice
- * shorter than the tick arms its timer for the slice's end; if that run
- * is still on when it fires, and anything waits for the CPU, the timer
- * ends the slice (a preempting kick of its own CPU, no IPI) and the kernel
- * asks ops.dispatch, where the task keeps the CPU if its deadline says so.
+ * tasks. A CPU whose fair task starts a slice shorter than the tick arms
+ * its timer for the slice's end; if that run is still on when it fires,
+ * and anything waits for the CPU, the timer ends the slice (a preempting
+ * kick of its own CPU, no IPI) and the kernel asks ops.dispatch, where
+ * the task keeps the CPU if its deadline says so.
  */
 #ifndef HOTLANE_SCHED_SLICE_BPF_H
 #define HOTLANE_SCHED_SLICE_BPF_H
@@ -67,19 +67,17 @@ static __always_inline s32 slice_timer_init(s32 cpu)
 /*
  * Fair task p's run starts (or goes on, kept) on cpu with slice ns, at
  * s->started_at: the timer ends that slice if it is shorter than the tick
- * would.
- * Not a task lighter than nice 0 (p->scx.weight, nice and class; not its
- * cgroup's): what it runs past its slice it owes as debt, paid in later
- * waits within the debt budget, so ending it on time gains no fairness.
- * It lost some: with the timer a nice-19 spinner beside a nice-0 one on
- * one CPU of 2 got 2.5-3.25x its weight's share, 1.5-2.1x without.
+ * would. Light tasks too: a nice-19 task that ran to the tick past its slice
+ * owed more debt than its queue's budget keeps, and a nice-19 spinner
+ * beside a nice-0 one got 1.12-1.19x its weight's share; 0.98-1.01x with
+ * the timer (EEVDF 0.98-1.04x).
  */
 static __always_inline void slice_timer_arm(struct hl_cpu_shared *s, s32 cpu, struct task_struct *p, u64 slice)
 {
 	u32 key = cpu;
 	struct hl_slice_timer *st;
 
-	if (slice >= tick_ns || p->scx.weight < HL_WEIGHT_NICE0 || !(st = bpf_map_lookup_elem(&slice_timers, &key)))
+	if (slice >= tick_ns || !(st = bpf_map_lookup_elem(&slice_timers, &key)))
 		return;
 	st->run = s->started_at;
 	bpf_timer_start(&st->timer, slice, BPF_F_TIMER_CPU_PIN);
