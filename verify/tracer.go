@@ -19,7 +19,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/bpf"
 	"github.com/hotlane/hotlane/internal/cstr"
@@ -384,11 +383,11 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	if cfg.Explain {
 		// sched_switch is attached: a CPU's first switch from now on
 		// ends a run that began no later than this.
-		var now unix.Timespec
-		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
-			return nil, fmt.Errorf("read CLOCK_MONOTONIC: %w", err)
+		now, err := loader.KtimeNow()
+		if err != nil {
+			return nil, err
 		}
-		if err := t.objs.HistorySinceNs.Set(uint64(now.Nano())); err != nil {
+		if err := t.objs.HistorySinceNs.Set(now); err != nil {
 			return nil, fmt.Errorf("set history_since_ns: %w", err)
 		}
 	}

@@ -29,7 +29,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
 	"github.com/hotlane/hotlane/bpf"
 	"github.com/hotlane/hotlane/loader"
@@ -446,11 +445,9 @@ func attach(h Hook, cfg Config, f filters, res *Resolver, kernelFunc func(string
 	}
 
 	// The clock the BPF side stamps with, read before anything runs.
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return nil, fmt.Errorf("clock_gettime: %w", err)
+	if p.monoStart, err = loader.KtimeNow(); err != nil {
+		return nil, err
 	}
-	p.monoStart = uint64(ts.Nano())
 	p.Started = time.Now()
 
 	// attachOne attaches p.progs[i] to target.
