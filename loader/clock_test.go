@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// KtimeNow is the clock time.Now's monotonic reading also follows: two
-// readings around a sleep are at least the sleep apart.
+// Two readings of KtimeNow around a sleep are at least the sleep apart.
 func TestKtimeNowAdvancesWithTheMonotonicClock(t *testing.T) {
 	before, err := KtimeNow()
 	if err != nil {

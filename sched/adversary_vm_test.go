@@ -97,7 +97,8 @@ func init() {
 	select {}
 }
 
-// startSpinner starts a spinner process; it is killed when the test ends.
+// startSpinner starts a spinner process and returns once all its threads
+// spin (pinned and reniced first); it is killed when the test ends.
 func startSpinner(t *testing.T, spec spinnerSpec) *exec.Cmd {
 	t.Helper()
 	self, err := os.Executable()
@@ -112,28 +113,31 @@ func startSpinner(t *testing.T, spec spinnerSpec) *exec.Cmd {
 	// loop, which calls nothing, is never preempted; without the collector
 	// nothing waits to stop it.
 	cmd.Env = append(os.Environ(), spinnerEnv+"="+spec.String(), "GODEBUG=asyncpreemptoff=1", "GOGC=off")
+	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	// Started means spinning: a share read before would miss the threads.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+	deadline := time.After(time.Minute)
+	for {
 		if n, _ := spinning(cmd.Process.Pid); n == spec.threads {
 			return cmd
 		}
-		if time.Now().After(deadline) {
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			t.Fatalf("spinner %s exited before it spun: %v", spec, err)
+		case <-deadline:
 			t.Fatalf("spinner %s: its %d threads did not start spinning in a minute", spec, spec.threads)
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
 
-// cpuUse is the CPU time and the number of runs (times on a CPU) of a
-// spinner process's spinning threads, from schedstat (nanoseconds, unlike
-// /proc/PID/stat's ticks). The Go runtime's other threads of the process
-// run on any CPU at nice 0, and took more CPU than a nice-19 spinner
-// beside a nice-0 one: counting the busiest thread measured the runtime's
-// sysmon, not the spinner, and showed 2-16x the share nice 19's weight
-// gives under EEVDF and hotlane alike.
+// cpuUse is CPU time and the number of runs (times on a CPU) it came in.
 type cpuUse struct {
 	ran  time.Duration
 	runs int64
@@ -143,6 +147,13 @@ func (u cpuUse) String() string {
 	return fmt.Sprintf("%v in %d runs (%v each)", u.ran.Round(time.Millisecond), u.runs, (u.ran / time.Duration(max(u.runs, 1))).Round(time.Microsecond))
 }
 
+// spinUse is the CPU use so far of a spinner process's spinning threads,
+// from schedstat (nanoseconds, unlike /proc/PID/stat's ticks). Only they
+// count: the Go runtime's other threads run on any CPU at nice 0, and its
+// sysmon took more CPU than a nice-19 spinner beside a nice-0 one, so
+// counting a process's busiest thread measured sysmon, not the spinner
+// (nice 19 at 2-4x its weight's share on 2 CPUs, under EEVDF as under
+// hotlane, and 9.7-16x under hotlane's adversaries).
 func spinUse(t *testing.T, pid int) cpuUse {
 	t.Helper()
 	n, u := spinning(pid)
@@ -165,6 +176,9 @@ func spinning(pid int) (n int, u cpuUse) {
 			continue
 		}
 		f := strings.Fields(string(b))
+		if len(f) < 3 {
+			continue
+		}
 		ns, _ := strconv.ParseInt(f[0], 10, 64)
 		runs, _ := strconv.ParseInt(f[2], 10, 64)
 		u.ran += time.Duration(ns)
@@ -178,21 +192,7 @@ func spinning(pid int) (n int, u cpuUse) {
 // the process pid into it.
 func weightCgroup(t *testing.T, name string, weight, pid int) {
 	t.Helper()
-	root := "/sys/fs/cgroup"
-	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
-		t.Fatalf("enable the cpu controller: %v", err)
-	}
-	dir := filepath.Join(root, name)
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(dir) })
-	if err := os.WriteFile(filepath.Join(dir, "cpu.weight"), []byte(strconv.Itoa(weight)), 0o644); err != nil {
-		t.Fatalf("cpu.weight = %d: %v", weight, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		t.Fatalf("move %d into %s: %v", pid, dir, err)
-	}
+	childCgroup(t, name, "cpu", "cpu.weight", strconv.Itoa(weight), pid)
 }
 
 // share is how the CPU time the spinning threads of two processes got
@@ -209,7 +209,7 @@ type share struct {
 func (s *share) start(t *testing.T) { s.l0, s.h0 = spinUse(t, s.light), spinUse(t, s.heavy) }
 
 // ratio is the CPU time the lighter got for the heavier's since start,
-// and the weights' promise.
+// and the weights' promise; runs then says how each side ran.
 func (s *share) ratio(t *testing.T) (got, want float64) {
 	l, h := spinUse(t, s.light), spinUse(t, s.heavy)
 	s.lightUse = cpuUse{l.ran - s.l0.ran, l.runs - s.l0.runs}
@@ -226,12 +226,14 @@ func (s *share) runs() string { return fmt.Sprintf("lighter %v, heavier %v", s.l
 // The fair class splits a CPU by weight when no lane task runs: nice 19
 // beside nice 0 on CPU 0, a cgroup of cpu.weight 100 beside one of 300 on
 // CPU 1, each pair spinning, pinned. Each split is within 20% of the
-// weights' (EEVDF's in the same boot is logged beside it). Nice 19 held
+// weights' (EEVDF's in the same boot is logged beside it), nice 19's
+// within 0.8-1.1x. Nice 19 held
 // to it needs its slices ended on time (sched_slice.bpf.h): run to the
-// tick, it got 1.12-1.19x. It is the first test of the 2-CPU boot (the
-// first in the first file): after TestGuestVerifierComplexity, the test
-// process itself was starved for 10-110 s of a 6 s sleep beside the
-// spinners, under EEVDF as under hotlane, and once nice 19 got 0.39x.
+// tick, it got 1.12-1.19x (with the timer 0.92-1.03x, EEVDF 0.98-1.05x).
+// It is the first test of the 2-CPU boot (the first in the first file): after
+// TestGuestVerifierComplexity, the test process's own 6 s sleep beside
+// the spinners took 17-115 s, under EEVDF as under hotlane, and once nice
+// 19 got 0.39x.
 func TestGuestFairWeights(t *testing.T) {
 	vmtest.RequireGuest(t)
 	const run = 6 * time.Second
@@ -272,9 +274,10 @@ func TestGuestFairWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("hotlane: fair-kept %d, slice-timer %d", st.FairKept, st.SliceTimerEnds)
+	most := []float64{1.1, 1.2} // nice 19's band, the cgroups'
 	for i, sh := range shares {
-		if off := ours[i]; off < 0.8 || off > 1.2 {
-			t.Errorf("%s got %.2fx its weights' share, not within 20%% (EEVDF %.2fx)", sh.what, off, eevdf[i])
+		if off := ours[i]; off < 0.8 || off > most[i] {
+			t.Errorf("%s got %.2fx its weights' share, not within 0.8-%.1fx (EEVDF %.2fx)", sh.what, off, most[i], eevdf[i])
 		}
 	}
 }

@@ -53,17 +53,30 @@ func cpuTimeOf(t *testing.T, pid int) uint64 {
 // the process pid into it.
 func cpusetCgroup(t *testing.T, name, cpus string, pid int) {
 	t.Helper()
+	childCgroup(t, name, "cpuset", "cpuset.cpus", cpus, pid)
+}
+
+// childCgroup makes a cgroup v2 child of the root with controller on and
+// file = value, and moves the process pid into it. The cgroup is removed
+// when the test ends.
+func childCgroup(t *testing.T, name, controller, file, value string, pid int) {
+	t.Helper()
 	root := "/sys/fs/cgroup"
-	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpuset"), 0o644); err != nil {
-		t.Fatalf("enable the cpuset controller: %v", err)
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+"+controller), 0o644); err != nil {
+		t.Fatalf("enable the %s controller: %v", controller, err)
 	}
 	dir := filepath.Join(root, name)
 	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Remove(dir) })
-	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(cpus), 0o644); err != nil {
-		t.Fatalf("cpuset.cpus = %s: %v", cpus, err)
+	// Cleanups run newest first, before the process in it is killed: it
+	// goes back to the root first, or the cgroup stays behind.
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+		os.Remove(dir)
+	})
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
+		t.Fatalf("%s = %s: %v", file, value, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 		t.Fatalf("move %d into %s: %v", pid, dir, err)

@@ -131,7 +131,9 @@ const volatile u64 debt_budget_ns = 307ULL * 1000 * 1000;
  * not fear: the debt of a nice-19 task that ran a tick (273 ms of
  * vruntime) kept khugepaged waiting 5 s among a 16-CPU guest's crowds,
  * and the watchdog fired. Held to two nice-0 slices, a nice-19 spinner
- * beside one nice-0 spinner got 5.8x its weight's share; the budget split
+ * beside one nice-0 spinner got 5.8x its weight's share (counted on its
+ * process's busiest thread, often the Go runtime's; docs/results.md,
+ * 2026-11-26); the budget split
  * by the queue keeps its whole debt while few wait and its wait within
  * the budget (ForWeight in sched/bound.go) however many do.
  */
@@ -447,7 +449,8 @@ __hl_global int fair_take(s32 cpu, u32 llc)
  * task in whatever its deadline made CPU-bound tasks take turns slice by
  * slice, and weights counted only through the slices' lengths: a nice-19
  * spinner beside a nice-0 one on one CPU got 18x its weight's share, one
- * of cpu.weight 100 beside 300 1.7x. A task that yielded gives way.
+ * of cpu.weight 100 beside 300 1.7x (both counted as clamp_lag's 5.8x).
+ * A task that yielded gives way.
  */
 __hl_global u64 fair_keep(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, s32 cpu, u64 ran)
 {
