@@ -9,7 +9,8 @@
  * sched_ctx.bpf.h (settings, topology, per-CPU, per-LLC and per-task
  * contexts, queues, counters), sched_lane.bpf.h, sched_fair.bpf.h and
  * sched_guard.bpf.h; sched_slice.bpf.h ends short slices on time. Tasks
- * are classed by classify.bpf.h; high-priority classes form the lane. A CPU serves, in order (hl_dispatch):
+ * are classed by classify.bpf.h; high-priority classes form the lane. A
+ * CPU serves, in order (hl_dispatch):
  *
  *  1. a guard turn, if it owes the fair side one;
  *  2. its LLC's lane queue, else the lane task it runs keeps its CPU;
