@@ -249,63 +249,39 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
 	}
 }
 
-#define HL_FAIR_PROBES 2	/* CPUs of the LLC a fair wake-up looks at, besides the waker's and its own */
-
 /*
- * Which CPU should a fair task with deadline dl (from its queue's clock),
- * queued for cpu's LLC, preempt, if any? A CPU running a fair task with a
- * later deadline that has run min_slice (without that floor, two wakers
- * would take turns preempting each other): the waker's own CPU first, as
- * EEVDF's wake-affine does (a kick of the calling CPU needs no IPI, which
- * under TCG waits for the host to run the target vCPU, and the wakee finds
- * what the waker wrote in cache), then the task's own CPU, else the latest
- * deadline among a few CPUs of the LLC from a random place. EEVDF preempts
- * on the woken task's runqueue; here any CPU of the LLC may take it from
- * the shared queue, so one that should is made to.
+ * Does a fair task with deadline dl (from its queue's clock), queued for
+ * llc, preempt the task of the CPU that wakes it? Only if that CPU serves
+ * llc, runs a fair task with a later deadline that has run min_slice
+ * (without that floor, two wakers would take turns preempting each other)
+ * and the wakee may run there: as EEVDF's wake-affine does, and a kick of
+ * the calling CPU needs no IPI. Other CPUs are not preempted: a remote
+ * kick costs an IPI and two switches there: looking also at the wakee's
+ * CPU and two others of its LLC, perf bench sched messaging took 3.4-8.4 s
+ * a run on the 8-vCPU guest against 2.6-4.4 s for this rule and 0.7-1.2 s
+ * under EEVDF (docs/results.md, 2026-11-27). A wakee that preempts nothing
+ * waits for the next CPU of its LLC to finish a slice; slices shrink as
+ * the queue grows.
  */
-__hl_global s32 fair_victim(struct task_struct___arg *task __arg_trusted, s32 cpu, u32 llc, s64 dl)
+static __always_inline bool fair_preempts_waker(struct task_struct *p, u32 llc, s64 dl)
 {
-	struct task_struct *p = (void *)task;
-	u32 n = llc_size[llc & (HL_MAX_LLCS - 1)], first = llc_first[llc & (HL_MAX_LLCS - 1)], start, k;
 	s32 self = bpf_get_smp_processor_id();
-	u64 now = bpf_ktime_get_ns();
-	s64 latest = dl;
-	struct hl_cpu_shared *s;
-	s32 victim = -1, c;
+	struct hl_cpu_shared *s = shared_of(self);
 
-	for (k = 0; k <= HL_FAIR_PROBES + 1 && k <= n + 1; k++) {
-		if (k == 0) {
-			if (self == cpu || llc_of(self) != llc)
-				continue;
-			c = self;
-		} else if (k == 1) {
-			c = cpu;
-		} else {
-			start = bpf_get_prandom_u32() % n;
-			c = llc_cpus[(first + start) & (HL_MAX_CPUS - 1)];
-		}
-		s = shared_of(c);
-		if (!s || s->state != HL_CPU_FAIR || now - s->started_at < min_slice_ns ||
-		    s->deadline <= latest || !allowed_on(p, c))
-			continue;
-		victim = c;
-		latest = s->deadline;
-		if (k <= 1)
-			break;
-	}
-	return victim;
+	return s && llc_of(self) == llc && s->state == HL_CPU_FAIR && s->deadline > dl &&
+	       bpf_ktime_get_ns() - s->started_at >= min_slice_ns && allowed_on(p, self);
 }
 
 /*
  * Queues a fair task: on its CPU's own queue if it may run nowhere else,
  * else on its LLC's, in deadline order; then makes a CPU take it: the one
- * it woke on if it preempts the task there, else an idle one.
+ * that woke it if it preempts the task there, else an idle one.
  */
 __hl_global int fair_enqueue(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, u64 enq_flags)
 {
 	struct task_struct *p = (void *)task;
 	const volatile struct hl_class *c = class_get(cls);
-	s32 cpu = scx_bpf_task_cpu(p), target, idle;
+	s32 cpu = scx_bpf_task_cpu(p), idle;
 	bool pinned = p->nr_cpus_allowed == 1;
 	u64 w, slice, dl, dsq, clock;
 	u32 llc, f;
@@ -328,13 +304,10 @@ __hl_global int fair_enqueue(struct task_struct___arg *task __arg_trusted, struc
 	}
 	hl_dsq_insert_vtime(p, dsq, slice, dl, enq_flags);
 
-	if (enq_flags & HL_ENQ_WAKEUP) {
-		target = fair_victim(HL_TASK(p), cpu, llc, (s64)(dl - clock));
-		if (target >= 0) {
-			scx_bpf_kick_cpu(target, HL_KICK_PREEMPT);
-			stat_inc(fair_preempts);
-			return 0;
-		}
+	if ((enq_flags & HL_ENQ_WAKEUP) && fair_preempts_waker(p, llc, (s64)(dl - clock))) {
+		scx_bpf_kick_cpu(bpf_get_smp_processor_id(), HL_KICK_PREEMPT);
+		stat_inc(fair_preempts);
+		return 0;
 	}
 	/*
 	 * A queued task must not wait while a CPU it may use idles. A task
