@@ -250,38 +250,41 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
 }
 
 /*
- * Does a fair task with deadline dl (from its queue's clock), queued for
- * llc, preempt the task of the CPU that wakes it? Only if that CPU serves
- * llc, runs a fair task with a later deadline that has run min_slice
- * (without that floor, two wakers would take turns preempting each other)
- * and the wakee may run there: as EEVDF's wake-affine does, and a kick of
- * the calling CPU needs no IPI. Other CPUs are not preempted: a remote
- * kick costs an IPI and two switches there: looking also at the wakee's
- * CPU and two others of its LLC, perf bench sched messaging took 3.4-8.4 s
- * a run on the 8-vCPU guest against 2.6-4.4 s for this rule and 0.7-1.2 s
- * under EEVDF (docs/results.md, 2026-11-27). A wakee that preempts nothing
+ * Which CPU should a fair task with deadline dl (from its queue's clock),
+ * queued for llc, preempt, if any? The one that wakes it, if that CPU
+ * serves llc and runs a fair task with a later deadline that has run
+ * min_slice (without that floor, two wakers would take turns preempting
+ * each other), as EEVDF's wake-affine does: a kick of the calling CPU
+ * needs no IPI. Other CPUs are not looked at: a remote kick costs an IPI
+ * and two switches there, and looking also at the wakee's CPU and two
+ * others of its LLC, perf bench sched messaging took 3.4-8.4 s a run on
+ * the 8-vCPU guest against 2.6-4.4 s for this rule and 0.7-1.2 s under
+ * EEVDF (docs/results.md, 2026-11-27). A wakee that preempts nothing
  * waits for the next CPU of its LLC to finish a slice; slices shrink as
- * the queue grows.
+ * the queue grows. A task that may run on cpu alone looks at cpu instead,
+ * whoever wakes it: no other CPU will take it.
  */
-static __always_inline bool fair_preempts_waker(struct task_struct *p, u32 llc, s64 dl)
+static __always_inline s32 fair_victim(struct task_struct *p, s32 cpu, u32 llc, bool pinned, s64 dl)
 {
-	s32 self = bpf_get_smp_processor_id();
-	struct hl_cpu_shared *s = shared_of(self);
+	s32 c = pinned ? cpu : bpf_get_smp_processor_id();
+	struct hl_cpu_shared *s = shared_of(c);
 
-	return s && llc_of(self) == llc && s->state == HL_CPU_FAIR && s->deadline > dl &&
-	       bpf_ktime_get_ns() - s->started_at >= min_slice_ns && allowed_on(p, self);
+	if (s && llc_of(c) == llc && s->state == HL_CPU_FAIR && s->deadline > dl &&
+	    bpf_ktime_get_ns() - s->started_at >= min_slice_ns && allowed_on(p, c))
+		return c;
+	return -1;
 }
 
 /*
  * Queues a fair task: on its CPU's own queue if it may run nowhere else,
- * else on its LLC's, in deadline order; then makes a CPU take it: the one
- * that woke it if it preempts the task there, else an idle one.
+ * else on its LLC's, in deadline order; then makes a CPU take it: one
+ * whose task it preempts (fair_victim), else an idle one.
  */
 __hl_global int fair_enqueue(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, u64 enq_flags)
 {
 	struct task_struct *p = (void *)task;
 	const volatile struct hl_class *c = class_get(cls);
-	s32 cpu = scx_bpf_task_cpu(p), idle;
+	s32 cpu = scx_bpf_task_cpu(p), target, idle;
 	bool pinned = p->nr_cpus_allowed == 1;
 	u64 w, slice, dl, dsq, clock;
 	u32 llc, f;
@@ -304,10 +307,13 @@ __hl_global int fair_enqueue(struct task_struct___arg *task __arg_trusted, struc
 	}
 	hl_dsq_insert_vtime(p, dsq, slice, dl, enq_flags);
 
-	if ((enq_flags & HL_ENQ_WAKEUP) && fair_preempts_waker(p, llc, (s64)(dl - clock))) {
-		scx_bpf_kick_cpu(bpf_get_smp_processor_id(), HL_KICK_PREEMPT);
-		stat_inc(fair_preempts);
-		return 0;
+	if (enq_flags & HL_ENQ_WAKEUP) {
+		target = fair_victim(p, cpu, llc, pinned, (s64)(dl - clock));
+		if (target >= 0) {
+			scx_bpf_kick_cpu(target, HL_KICK_PREEMPT);
+			stat_inc(fair_preempts);
+			return 0;
+		}
 	}
 	/*
 	 * A queued task must not wait while a CPU it may use idles. A task
