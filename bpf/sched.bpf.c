@@ -8,7 +8,7 @@
  * This file holds the ops table and the callbacks; the policy is in
  * sched_ctx.bpf.h (settings, topology, per-CPU, per-LLC and per-task
  * contexts, queues, counters), sched_lane.bpf.h, sched_fair.bpf.h and
- * sched_guard.bpf.h; sched_slice.bpf.h ends short slices on time. Tasks
+ * sched_guard.bpf.h. Tasks
  * are classed by classify.bpf.h; high-priority classes form the lane. A
  * CPU serves, in order (hl_dispatch):
  *
@@ -30,7 +30,6 @@
 #include "sched_fair.bpf.h"
 #include "sched_lane.bpf.h"
 #include "sched_guard.bpf.h"
-#include "sched_slice.bpf.h"
 
 LICENSE("GPL");
 
@@ -337,7 +336,6 @@ int hl_dispatch(u64 *ctx)
 		s->state = HL_CPU_FAIR;
 		prev->scx.slice = slice;
 		o->run_slice = slice;
-		slice_timer_arm(s, cpu, prev, slice);
 		stat_inc(fair_kept);
 		return 0;
 	}
@@ -473,7 +471,6 @@ int hl_running(u64 *ctx)
 			p->scx.slice = turn;
 	}
 	o->run_slice = p->scx.slice;
-	slice_timer_arm(s, cpu, p, p->scx.slice);
 	return 0;
 }
 
@@ -725,11 +722,6 @@ s32 hl_init(u64 *ctx)
 		err = scx_bpf_create_dsq(HL_DSQ_PINNED(i), llc_node[llc_of(i)]);
 		if (err) {
 			hl_error("create the pinned queue of CPU %d: %d", i, err);
-			return err;
-		}
-		err = slice_timer_init(i);
-		if (err) {
-			hl_error("ready the slice timer of CPU %d: %d", i, err);
 			return err;
 		}
 	}

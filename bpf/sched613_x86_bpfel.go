@@ -24,7 +24,6 @@ const (
 	Sched613MapHlDevThreads              = "hl_dev_threads"
 	Sched613MapHlTasks                   = "hl_tasks"
 	Sched613MapHotlaneOps                = "hotlane_ops"
-	Sched613MapSliceTimers               = "slice_timers"
 	Sched613MapStats                     = "stats"
 	Sched613ProgHlCgroupExit             = "hl_cgroup_exit"
 	Sched613ProgHlCgroupInit             = "hl_cgroup_init"
@@ -73,7 +72,6 @@ const (
 	Sched613VarNrEnqueues                = "nr_enqueues"
 	Sched613VarNrLlcs                    = "nr_llcs"
 	Sched613VarStarvationNs              = "starvation_ns"
-	Sched613VarTickNs                    = "tick_ns"
 )
 
 // LoadSched613 returns the embedded CollectionSpec for Sched613.
@@ -153,7 +151,6 @@ type Sched613MapSpecs struct {
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
 	HlTasks       *ebpf.MapSpec `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
-	SliceTimers   *ebpf.MapSpec `ebpf:"slice_timers"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -187,7 +184,6 @@ type Sched613VariableSpecs struct {
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
-	TickNs                    *ebpf.VariableSpec `ebpf:"tick_ns"`
 }
 
 // Sched613Objects contains all objects after they have been loaded into the kernel.
@@ -218,7 +214,6 @@ type Sched613Maps struct {
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
 	HlTasks       *ebpf.Map `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
-	SliceTimers   *ebpf.Map `ebpf:"slice_timers"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 }
 
@@ -232,7 +227,6 @@ func (m *Sched613Maps) Close() error {
 		m.HlDevThreads,
 		m.HlTasks,
 		m.HotlaneOps,
-		m.SliceTimers,
 		m.Stats,
 	)
 }
@@ -267,7 +261,6 @@ type Sched613Variables struct {
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
-	TickNs                    *ebpf.Variable `ebpf:"tick_ns"`
 }
 
 // Sched613Programs contains all programs after they have been loaded into the kernel.

@@ -227,8 +227,7 @@ func (s *share) runs() string { return fmt.Sprintf("lighter %v, heavier %v", s.l
 // beside nice 0 on CPU 0, a cgroup of cpu.weight 100 beside one of 300 on
 // CPU 1, each pair spinning, pinned. The cgroups' split is within 20% of
 // their weights (EEVDF's in the same boot is logged beside it), nice
-// 19's within 0.8-2x: it runs to the tick past its slice (the slice
-// timer leaves light tasks alone; sched_slice.bpf.h) and got 1.12-1.57x
+// 19's within 0.8-2x: it runs to the tick past its slice and got 1.12-1.57x
 // (EEVDF 0.98-1.05x). It is the first test of the 2-CPU boot (the first
 // in the first file): after TestGuestVerifierComplexity, the test
 // process's own 6 s sleep beside the spinners took 17-115 s, under EEVDF
@@ -272,7 +271,7 @@ func TestGuestFairWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("hotlane: fair-kept %d, slice-timer %d", st.FairKept, st.SliceTimerEnds)
+	t.Logf("hotlane: fair-kept %d", st.FairKept)
 	most := []float64{2, 1.2} // nice 19's band, the cgroups'
 	for i, sh := range shares {
 		if off := ours[i]; off < 0.8 || off > most[i] {
@@ -324,10 +323,11 @@ func TestGuestCoreAdversaries(t *testing.T) {
 	waiting := crowd + 2
 
 	// The tracer first: attaching it is CPU work of a normal task, which
-	// on a saturated guest took most of the run.
-	finish := measure(t, s, table)
+	// on a saturated guest took most of the run. Waits over a nice-0
+	// task's bound are explained, for a failure to say where they went.
+	finish := measureExplained(t, s, table, map[string]time.Duration{"normal": bound.For(waiting)})
 
-	startSpinner(t, spinnerSpec{threads: crowd, cpu: crowdCPU})
+	crowdCmd := startSpinner(t, spinnerSpec{threads: crowd, cpu: crowdCPU})
 	confined := startSpinner(t, spinnerSpec{threads: 2, cpu: -1})
 	cpusetCgroup(t, "hotlane-confined", "2-3", confined.Process.Pid)
 	nice0 := startSpinner(t, spinnerSpec{threads: 1, cpu: niceCPU})
@@ -421,6 +421,12 @@ func TestGuestCoreAdversaries(t *testing.T) {
 	}
 	spinners.stop()
 	snap, d := finish()
+	// The crowd's runs, which the bound counts at most min_slice + a
+	// tick each, as long as the host runs the vCPU.
+	if _, u := spinning(crowdCmd.Process.Pid); u.runs > 0 {
+		t.Logf("the 64 spinners pinned to CPU %d: %d runs, %v each on average (the bound counts up to %v)",
+			crowdCPU, u.runs, u.ran/time.Duration(u.runs), bound.MinSlice+bound.Tick)
+	}
 
 	if info, exited, err := s.Exited(); err != nil || exited {
 		st, _ := s.Stats()
@@ -429,13 +435,8 @@ func TestGuestCoreAdversaries(t *testing.T) {
 	if state := readSysfs(t, "state"); state != "enabled" {
 		t.Fatalf("sched_ext state %q, want enabled", state)
 	}
-	t.Logf("%s: %d hotplug cycles of CPU %d, %d FIFO bursts; guard turns %d, lane preempts %d, lane queued %d, lane steals %d, fair preempts %d, fair steals %d, fair kept %d, slice timer ends %d",
-		run, cycles, hotplugCPU, bursts.Load(), d.GuardDispatches, d.PreemptKicks, d.LaneQueued, d.LaneSteals, d.FairPreempts, d.FairSteals, d.FairKept, d.SliceTimerEnds)
-	// The crowd pinned to one CPU gets min_slice, shorter than a tick:
-	// the slice timer ends those slices.
-	if d.SliceTimerEnds == 0 {
-		t.Error("the slice timer ended no slice, with 64 tasks pinned to one CPU")
-	}
+	t.Logf("%s: %d hotplug cycles of CPU %d, %d FIFO bursts; guard turns %d, lane preempts %d, lane queued %d, lane steals %d, fair preempts %d, fair steals %d, fair kept %d",
+		run, cycles, hotplugCPU, bursts.Load(), d.GuardDispatches, d.PreemptKicks, d.LaneQueued, d.LaneSteals, d.FairPreempts, d.FairSteals, d.FairKept)
 	for cpu := range hotplugCPU {
 		if rounds[cpu].Load() == 0 {
 			t.Errorf("the thread pinned to CPU %d made no progress", cpu)
@@ -451,36 +452,41 @@ func TestGuestCoreAdversaries(t *testing.T) {
 			t.Errorf("%s: the lighter task got %.4f of the heavier one's CPU time: the weights were not honoured", sh.what, got)
 		}
 	}
-	logWaits(t, snap, bound, waiting)
+	checkWaits(t, snap, bound, waiting)
 }
 
-// logWaits logs the longest waits of normal tasks beside the bound for
-// waiting tasks per CPU at the lowest weight a task may have (nice 19: the
-// kernel's own khugepaged is one). They are logged, not held to the bound:
-// this guest runs 8 CPUs on 2 host cores, so a vCPU the host does not run
-// stretches every wait on it by up to 4x, and the aim (every wait within
-// the bound) is not met yet on such a guest (docs/results.md). The 2-CPU
-// fault tests hold the pinned tasks' waits to the bound.
-func logWaits(t *testing.T, snap *verify.Snapshot, b sched.Bound, waiting int) {
+// checkWaits holds every normal task's longest wait to the bound for
+// waiting tasks per CPU at the task's weight, read from its nice level at
+// the end (nice 19's, the loosest, for a task gone by then), and logs the
+// longest few. On a guest with more vCPUs than its host has CPUs (8 on 2
+// here) the waits over the bound are logged, not failed: a vCPU the host
+// does not run stretches every run on it in wall-clock time (the crowd's
+// runs averaged 9 ms where the bound counts 4.5 ms), which no scheduler
+// inside can help. The 2-CPU fault tests hold their waits to the bound.
+func checkWaits(t *testing.T, snap *verify.Snapshot, b sched.Bound, waiting int) {
 	t.Helper()
-	limit := b.ForWeight(waiting, sched.NiceWeight(19))
-	var worst verify.TaskLatency
+	host := vm.HostCPUs()
+	shared := host == 0 || runtime.NumCPU() > host
 	n, over := 0, 0
 	for _, tl := range snap.Tasks {
 		if tl.Class != "normal" {
 			continue
 		}
 		n++
-		if tl.Hist.Max() > worst.Hist.Max() {
-			worst = tl
-		}
-		if time.Duration(tl.Hist.Max()) > limit {
+		nice := niceOf(int(tl.PID))
+		if limit := b.ForWeight(waiting, sched.NiceWeight(nice)); time.Duration(tl.Hist.Max()) > limit {
 			over++
+			if !shared {
+				t.Errorf("%s[%d] (nice %d) waited %v, over the bound %v for %d tasks waiting per CPU",
+					tl.Comm, tl.PID, nice, time.Duration(tl.Hist.Max()), limit, waiting)
+			}
 		}
 	}
-	t.Logf("%d normal tasks, %d of them waited over the bound %v (%d waiting per CPU, nice 19; %v for nice 0); the longest %v by %s[%d]",
-		n, over, limit, waiting, b.For(waiting), time.Duration(worst.Hist.Max()), worst.Comm, worst.PID)
-	// Who waits longest, for whoever makes the bound hold at the maximum.
+	t.Logf("%d normal tasks, %d of them waited over the bound for %d waiting per CPU at their nice level (%v at nice 0, %v at nice 19)",
+		n, over, waiting, b.For(waiting), b.ForWeight(waiting, sched.NiceWeight(19)))
+	if shared {
+		t.Logf("%d vCPUs on %d host CPUs: waits over the bound are logged, not failed", runtime.NumCPU(), host)
+	}
 	normal := slices.DeleteFunc(slices.Clone(snap.Tasks), func(tl verify.TaskLatency) bool { return tl.Class != "normal" })
 	slices.SortFunc(normal, func(a, b verify.TaskLatency) int { return cmp.Compare(b.Hist.Max(), a.Hist.Max()) })
 	for _, tl := range normal[:min(len(normal), 8)] {
@@ -493,4 +499,14 @@ func logWaits(t *testing.T, snap *verify.Snapshot, b sched.Bound, waiting int) {
 	if n == 0 {
 		t.Error("the tracer saw no normal task wait")
 	}
+}
+
+// niceOf is a thread's nice level; 19 if it is gone.
+func niceOf(tid int) int {
+	if f, err := procStat(tid); err == nil {
+		if nice, err := strconv.Atoi(f[19]); err == nil {
+			return nice
+		}
+	}
+	return 19
 }

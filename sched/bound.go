@@ -16,22 +16,26 @@ const DefaultMinSlice = 500 * time.Microsecond
 // CPU it may run on busy. It holds for any number of waiting tasks; the
 // number sets how long (For).
 //
+// sched_ext ends a slice only at a tick, so every run below lasts up to a
+// Tick past its slice.
+//
 // The guard is a reservation (sched_guard.bpf.h): a CPU that has given the
 // lane Starvation of CPU time since it last served the fair side, while
 // fair tasks it may run waited, serves the fair side for Starvation/2. It
 // notices at its next dispatch, at the latest when the lane slice it runs
-// ends on a tick; meanwhile the normal task the lane preempted may resume
-// the rest of its slice, which counts for neither. So every Period =
-// Starvation + lane slice + tick + normal slice + Starvation/2, the CPU
-// gives the fair side at least Starvation/2.
+// ends; meanwhile the normal task the lane preempted may resume the rest
+// of its slice, which counts for neither. So every Period = Starvation +
+// lane slice + normal slice + Starvation/2, plus a tick for each of those
+// three runs, the CPU gives the fair side at least Starvation/2.
 //
 // Within the fair side, tasks run in deadline order with slices that
 // shrink as more wait, so that serving the n tasks waiting per CPU takes
-// at most max(n × MinSlice, normal slice) of fair time, plus the slice of
-// the task running when it arrived. A task of weight below nice 0 also
-// waits out the deadline of its lighter request, MinSlice × 1024/weight
-// of others' time (nice 19: 34 ms), and its debt: what it owes for
-// running past its slice to the tick, held within the DebtBudget.
+// at most max(n × MinSlice, normal slice) + n × Tick of fair time, plus
+// the run of the task running when it arrived. A task of weight below
+// nice 0 also waits out the deadline of its lighter request, MinSlice ×
+// 1024/weight of others' time (nice 19: 34 ms), and its debt: what it
+// owes for running past its slice to the tick, held within the
+// DebtBudget.
 type Bound struct {
 	Starvation, LaneSlice, NormalSlice, Tick, MinSlice time.Duration
 	// Timeout is the watchdog's, which the debt budget stays well within.
@@ -63,13 +67,13 @@ func (c Config) Bound(tick time.Duration) Bound {
 // Period is the longest a CPU the lane saturates takes to give the fair
 // side Starvation/2.
 func (b Bound) Period() time.Duration {
-	return b.Starvation + b.LaneSlice + b.Tick + b.NormalSlice + b.Starvation/2
+	return b.Starvation + b.LaneSlice + b.NormalSlice + b.Starvation/2 + 3*b.Tick
 }
 
 // For is the bound for a nice-0 task with at most waiting normal tasks
 // per CPU (itself included).
 func (b Bound) For(waiting int) time.Duration {
-	return b.turns(max(time.Duration(waiting)*b.MinSlice, b.NormalSlice) + b.NormalSlice)
+	return b.ForWeight(waiting, 1024)
 }
 
 // ForWeight is For for a task of weight (nice 0: 1024, nice 19: 15).
@@ -80,7 +84,14 @@ func (b Bound) ForWeight(waiting int, weight float64) time.Duration {
 		debt := min(b.DebtBudget(), time.Duration(float64(b.Tick+b.MinSlice)*1024/weight))
 		extra = request + debt
 	}
-	return b.turns(max(time.Duration(waiting)*b.MinSlice, b.NormalSlice) + b.NormalSlice + extra)
+	return b.turns(b.round(waiting) + extra)
+}
+
+// round is the fair time that serves waiting tasks and the one running
+// when they arrived, each of whose runs may last a tick past its slice.
+func (b Bound) round(waiting int) time.Duration {
+	n := time.Duration(waiting)
+	return max(n*b.MinSlice, b.NormalSlice) + n*b.Tick + b.NormalSlice + b.Tick
 }
 
 // DebtBudget is how much of others' CPU time a light fair task's debt may

@@ -24,17 +24,18 @@ func TestBound(t *testing.T) {
 	}
 	ms := time.Millisecond
 	b := Config{Table: table}.Bound(4 * ms)
-	// 10 + 2 + 4 + 5 + 5
-	if got := b.Period(); got != 26*ms {
-		t.Errorf("period %v, want 26ms", got)
+	// 10 + 2 + 5 + 5, and a tick past the lane slice, the resumed
+	// normal slice and the turn
+	if got := b.Period(); got != 34*ms {
+		t.Errorf("period %v, want 34ms", got)
 	}
 	for _, tc := range []struct {
 		waiting int
 		want    time.Duration
 	}{
-		{1, 2 * 26 * ms},  // 5ms + 5ms of fair time: two 5ms turns
-		{10, 2 * 26 * ms}, // 10 x 0.5ms = the normal slice
-		{64, 8 * 26 * ms}, // 32ms + 5ms: eight turns
+		{1, 4 * 34 * ms},   // 5 + 4 (one run to the tick) + 5 + 4 (the one running): four 5ms turns
+		{10, 11 * 34 * ms}, // 10 x 0.5ms = the normal slice, + 10 x 4 + 9
+		{64, 60 * 34 * ms}, // 32 + 64 x 4 + 9 = 297ms: sixty turns
 	} {
 		if got := b.For(tc.waiting); got != tc.want {
 			t.Errorf("For(%d) = %v, want %v", tc.waiting, got, tc.want)
@@ -42,17 +43,17 @@ func TestBound(t *testing.T) {
 	}
 	// nice 19 adds its request, 0.5ms x 1024/14.55 = 35.2ms of others'
 	// time, and its debt for a run to the tick, 4.5ms x 1024/14.55 =
-	// 316.7ms, under the budget of 4.5ms x 1024/15 = 307.2ms: 10 + 35.2 +
-	// 307.2 = 352.4ms, 71 turns.
+	// 316.7ms, under the budget of 4.5ms x 1024/15 = 307.2ms: 46 + 35.2 +
+	// 307.2 = 388.4ms, 78 turns.
 	if got, want := b.DebtBudget(), 307200*time.Microsecond; got != want {
 		t.Errorf("DebtBudget() = %v, want %v", got, want)
 	}
-	if got, want := b.ForWeight(8, NiceWeight(19)), 71*26*ms; got != want {
+	if got, want := b.ForWeight(8, NiceWeight(19)), 78*34*ms; got != want {
 		t.Errorf("ForWeight(8, nice 19) = %v, want %v", got, want)
 	}
-	// nice 10 (weight 110): 10 + 4.7 (request) + 41.9 (debt, under the
-	// budget) = 56.6ms, 12 turns.
-	if got, want := b.ForWeight(8, NiceWeight(10)), 12*26*ms; got != want {
+	// nice 10 (weight 110): 46 + 4.7 (request) + 41.9 (debt, under the
+	// budget) = 92.6ms, 19 turns.
+	if got, want := b.ForWeight(8, NiceWeight(10)), 19*34*ms; got != want {
 		t.Errorf("ForWeight(8, nice 10) = %v, want %v", got, want)
 	}
 	if got := b.ForWeight(8, NiceWeight(0)); got != b.For(8) {
@@ -62,8 +63,8 @@ func TestBound(t *testing.T) {
 		t.Errorf("Bound kept %+v", d)
 	}
 	// A short watchdog timeout caps the budget: a saturated CPU gives
-	// the fair side 5ms a period, 2 periods in half of 60ms.
-	if got, want := (Config{Table: table, Timeout: 120 * ms}).Bound(4*ms).DebtBudget(), 2*5*ms; got != want {
+	// the fair side 5ms a period, one 34ms period in 60ms, half the timeout.
+	if got, want := (Config{Table: table, Timeout: 120 * ms}).Bound(4*ms).DebtBudget(), 5*ms; got != want {
 		t.Errorf("DebtBudget() with a 120ms timeout = %v, want %v", got, want)
 	}
 }

@@ -52,7 +52,6 @@ type schedSpecs struct {
 	StarvationNs    *ebpf.VariableSpec `ebpf:"starvation_ns"`
 	MinSliceNs      *ebpf.VariableSpec `ebpf:"min_slice_ns"`
 	DebtBudgetNs    *ebpf.VariableSpec `ebpf:"debt_budget_ns"`
-	TickNs          *ebpf.VariableSpec `ebpf:"tick_ns"`
 	NiceWeight      *ebpf.VariableSpec `ebpf:"nice_weight"`
 	DebugErrorAfter *ebpf.VariableSpec `ebpf:"debug_error_after"`
 	// The device hooks, removed from the object for a policy without

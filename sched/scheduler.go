@@ -362,7 +362,6 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec, topo *to
 		specs.DebtBudgetNs:    uint64(cfg.Bound(tick).DebtBudget().Nanoseconds()),
 		specs.StarvationNs:    uint64(cfg.Starvation.Nanoseconds()),
 		specs.MinSliceNs:      uint64(DefaultMinSlice.Nanoseconds()),
-		specs.TickNs:          uint64(tick.Nanoseconds()),
 		specs.NiceWeight:      niceWeights(),
 		specs.DebugErrorAfter: cfg.DebugErrorAfter,
 	}

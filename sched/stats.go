@@ -30,7 +30,6 @@ type statsRecord struct {
 	PinnedLocal     uint64
 	PinnedUnserved  uint64
 	FairKept        uint64
-	SliceTimerEnds  uint64
 }
 
 // ClassStats are one class's counters.
@@ -73,9 +72,6 @@ type Stats struct {
 	// FairKept counts fair tasks whose slice ran out and that kept their
 	// CPU, their deadline still the earliest for it.
 	FairKept uint64 `json:"fair_kept"`
-	// SliceTimerEnds counts slices shorter than a tick that the slice
-	// timer ended on time, something waiting for their CPU.
-	SliceTimerEnds uint64 `json:"slice_timer_ends"`
 	// LaneQueued counts lane tasks that found no CPU to take (every one
 	// looked at ran the lane) and waited in their LLC's lane queue.
 	LaneQueued uint64 `json:"lane_queued"`
@@ -120,7 +116,6 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.FairPreempts += r.FairPreempts
 		sum.FairSteals += r.FairSteals
 		sum.FairKept += r.FairKept
-		sum.SliceTimerEnds += r.SliceTimerEnds
 		sum.LaneQueued += r.LaneQueued
 		sum.LaneSteals += r.LaneSteals
 		sum.PinnedLocal += r.PinnedLocal
@@ -152,7 +147,6 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		FairPreempts:    r.FairPreempts,
 		FairSteals:      r.FairSteals,
 		FairKept:        r.FairKept,
-		SliceTimerEnds:  r.SliceTimerEnds,
 		LaneQueued:      r.LaneQueued,
 		LaneSteals:      r.LaneSteals,
 		PinnedLocal:     r.PinnedLocal,
@@ -186,7 +180,6 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.FairPreempts -= prev.FairPreempts
 	d.FairSteals -= prev.FairSteals
 	d.FairKept -= prev.FairKept
-	d.SliceTimerEnds -= prev.SliceTimerEnds
 	d.LaneQueued -= prev.LaneQueued
 	d.LaneSteals -= prev.LaneSteals
 	d.PinnedLocal -= prev.PinnedLocal
@@ -203,9 +196,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d slice-timer %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
 		s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased,
-		s.FairPreempts, s.FairSteals, s.FairKept, s.SliceTimerEnds, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
+		s.FairPreempts, s.FairSteals, s.FairKept, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ const (
 	// EnvInGuest is set to "1" for commands run by the guest's /init, so
 	// VM-only tests know where they run.
 	EnvInGuest = "HOTLANE_IN_VM"
+	// envHostCPUs is the number of CPUs of the host that booted the
+	// guest, for HostCPUs.
+	envHostCPUs = "HOTLANE_HOST_CPUS"
 
 	bootMarker   = "hotlane-init: running"
 	resultHeader = "HOTLANE-RESULT v1"
@@ -55,11 +59,22 @@ func IsGuestInit() bool {
 type guestConfig struct {
 	Args []string `json:"args"`
 	Env  []string `json:"env,omitempty"`
+	// HostCPUs is how many CPUs the host has (HostCPUs).
+	HostCPUs int `json:"host_cpus,omitempty"`
 }
 
 // InGuest reports whether this process was started by the VM runner's
 // /init.
 func InGuest() bool { return os.Getenv(EnvInGuest) == "1" }
+
+// HostCPUs is, in a guest, how many CPUs the host that booted it has (0
+// if unknown). A guest with more vCPUs than that shares the host's CPUs
+// between them: a vCPU the host does not run stretches every wait and
+// every run on it, in wall-clock time, however the guest schedules.
+func HostCPUs() int {
+	n, _ := strconv.Atoi(os.Getenv(envHostCPUs))
+	return n
+}
 
 // GuestInit is the entry point when the hotlane binary runs as /init inside
 // the VM: mount the pseudo file systems, run the command the host asked
@@ -112,6 +127,7 @@ func guestMain(code *int) error {
 		"HOME=/tmp",
 		EnvInGuest + "=1",
 		"HOTLANE_RESULTS=" + GuestResultsDir,
+		envHostCPUs + "=" + strconv.Itoa(cfg.HostCPUs),
 	}, cfg.Env...)
 	runErr := cmd.Run()
 	var exitErr *exec.ExitError

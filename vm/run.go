@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -236,7 +237,7 @@ func writeInitramfs(cfg Config, out string) error {
 	if !strings.Contains(args[0], "/") {
 		args = append([]string{"/init"}, args...)
 	}
-	gc, err := json.Marshal(guestConfig{Args: args, Env: cfg.Env})
+	gc, err := json.Marshal(guestConfig{Args: args, Env: cfg.Env, HostCPUs: runtime.NumCPU()})
 	if err != nil {
 		return err
 	}

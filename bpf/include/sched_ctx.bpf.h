@@ -213,7 +213,6 @@ struct hl_stats {
 	u64 pinned_local;	/* migration-disabled tasks queued on their own CPU */
 	u64 pinned_unserved;	/* dispatches that left this CPU's own queue waiting */
 	u64 fair_kept;	/* a fair task's slice ran out and its deadline kept its CPU */
-	u64 slice_timer_ends;	/* slices shorter than a tick ended by the slice timer */
 };
 
 struct {

@@ -46,7 +46,10 @@ static __always_inline u64 to_vtime(u64 ns, u64 weight)
  * The slice a fair task gets: the class's, shortened for weights below
  * nice 0 and when more tasks wait than the queue has CPUs, so that a
  * round of the waiting tasks takes about one class slice; never below
- * min_slice.
+ * min_slice. sched_ext ends a slice only at a tick, so a run lasts up to
+ * a tick past its slice, which the bound counts (sched.Bound). A BPF
+ * timer that ended short slices on time halved perf bench sched
+ * messaging's throughput on 8 vCPUs (docs/results.md, 2026-11-27).
  */
 static __always_inline u64 fair_slice(const volatile struct hl_class *c, u64 weight, u64 dsq, u32 cpus)
 {
