@@ -58,6 +58,10 @@ type Run struct {
 	// LaneFelt is the same threads' waits as they felt them: a wait a
 	// timer's expiry began is measured from the expiry.
 	LaneFelt *verify.Histogram `json:"lane_felt"`
+	// LaneOf is part of Lane: the waits of the threads behind one task
+	// view (ViewApp: the periodic tasks, ViewOutside: cyclictest's
+	// measuring threads), which that view can be checked against.
+	LaneOf map[string]*verify.Histogram `json:"lane_tracer_by_view,omitempty"`
 	// Classes is the tracer's run-queue latency per policy class.
 	Classes []verify.ClassLatency `json:"classes"`
 	// Fair is the tracer's run-queue latency of every task outside the
@@ -167,6 +171,7 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 			Cyclictest:     make([]CyclictestResult, len(b.Workload.Cyclictest)),
 			Lane:           &verify.Histogram{},
 			LaneFelt:       &verify.Histogram{},
+			LaneOf:         map[string]*verify.Histogram{ViewApp: {}, ViewOutside: {}},
 			Fair:           &verify.Histogram{},
 			Judgements:     make([]Judgement, b.Workload.Judges()),
 			RequestServers: make([]RequestServerResult, len(b.Workload.RequestServers)),
@@ -301,10 +306,23 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		r.Decode[i].Merge(&res.Decode[i])
 	}
 	lane := res.LaneTIDs()
+	var appTIDs, outsideTIDs []int
+	for _, p := range res.Periodic {
+		appTIDs = append(appTIDs, p.TIDs...)
+	}
+	for _, c := range res.Cyclictest {
+		outsideTIDs = append(outsideTIDs, c.TIDs...)
+	}
 	for _, t := range snap.Tasks {
 		if slices.Contains(lane, int(t.PID)) {
 			r.Lane.Merge(t.Hist)
 			r.LaneFelt.Merge(t.Felt)
+		}
+		if slices.Contains(appTIDs, int(t.PID)) {
+			r.LaneOf[ViewApp].Merge(t.Hist)
+		}
+		if slices.Contains(outsideTIDs, int(t.PID)) {
+			r.LaneOf[ViewOutside].Merge(t.Hist)
 		}
 	}
 	r.TracerLosses += snap.Counters.Lost()

@@ -155,6 +155,24 @@ func TestViewsAgree(t *testing.T) {
 	if d := ViewsAgree([]Run{mk("a", ms, 20*ms, 20*ms), mk("b", ms, ms, ms)}, 3, ms); len(d) != 0 {
 		t.Errorf("a difference only the tasks see was judged: %v", d)
 	}
+	// Each view is held to its own threads' waits: the periodic task's
+	// waits differ clearly, cyclictest's do not, and cyclictest's slight
+	// reversal is no disagreement; the periodic task's own reversal is.
+	split := func(name string, appWait, outsideWait, app, outside time.Duration) Run {
+		r := mk(name, max(appWait, outsideWait), app, outside)
+		r.LaneOf = map[string]*verify.Histogram{ViewApp: many(appWait), ViewOutside: many(outsideWait)}
+		return r
+	}
+	d = ViewsAgree([]Run{split("eevdf", 20*ms, 300*time.Microsecond, 22*ms, 450*time.Microsecond),
+		split("hotlane", ms/5, ms/5, ms/2, 490*time.Microsecond)}, 3, ms)
+	if len(d) != 0 {
+		t.Errorf("a view was held to other threads' waits: %v", d)
+	}
+	d = ViewsAgree([]Run{split("eevdf", 20*ms, 300*time.Microsecond, ms/4, 450*time.Microsecond),
+		split("hotlane", ms/5, ms/5, ms/2, 490*time.Microsecond)}, 3, ms)
+	if len(d) != 1 || !strings.Contains(d[0], "but app") {
+		t.Errorf("the periodic task's reversal of its own threads' order was not reported: %v", d)
+	}
 	// Too few samples to say anything.
 	few := []Run{{Scheduler: "a", Lane: hist(20 * ms), Cyclictest: []CyclictestResult{{Lateness: *hist(ms)}}},
 		{Scheduler: "b", Lane: hist(ms), Cyclictest: []CyclictestResult{{Lateness: *hist(20 * ms)}}}}
