@@ -233,8 +233,9 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 	childCPU := cpuTimeOf(t, child.Process.Pid) - childStart
 	spinners.stop()
 	snap, d := finish()
-	t.Logf("%s of lane saturation: guard turns %d, preempt kicks %d, lane kept %d, fair preempts %d, fair kept %d, fair steals %d, pinned unserved %d; cpuset-confined spinner got %d ticks of CPU",
-		run, d.GuardDispatches, d.PreemptKicks, d.LaneKept, d.FairPreempts, d.FairKept, d.FairSteals, d.PinnedUnserved, childCPU)
+	stalled := time.Duration(spinners.stalled.Load())
+	t.Logf("%s of lane saturation: guard turns %d, preempt kicks %d, lane kept %d, fair preempts %d, fair kept %d, fair steals %d, pinned unserved %d; cpuset-confined spinner got %d ticks of CPU; a lane spinner's CPU time grew at most %v between two reads",
+		run, d.GuardDispatches, d.PreemptKicks, d.LaneKept, d.FairPreempts, d.FairKept, d.FairSteals, d.PinnedUnserved, childCPU, stalled)
 
 	if info, exited, err := s.Exited(); err != nil || exited {
 		t.Fatalf("the scheduler ended with pinned tasks under lane saturation: %v (%v)", info, err)
@@ -258,13 +259,22 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 		}
 		t.Logf("pinned-%d: %d rounds; %d waits, p99 %v, max %v (bound %v)", cpu, n, tl.Hist.Count(),
 			time.Duration(tl.Hist.QuantileUpper(0.99)), time.Duration(tl.Hist.Max()), bound)
+		longest := time.Duration(tl.Hist.Max())
 		switch {
 		case n == 0:
 			t.Errorf("the thread pinned to CPU %d made no progress", cpu)
-		case time.Duration(tl.Hist.Max()) > bound:
+		case longest > bound && longest-stalled > bound:
 			// Without the guard these threads wait for the watchdog,
 			// seconds, on most of their rounds.
-			t.Errorf("the thread pinned to CPU %d once waited %v, over the %v bound", cpu, time.Duration(tl.Hist.Max()), bound)
+			t.Errorf("the thread pinned to CPU %d once waited %v, over the %v bound", cpu, longest, bound)
+		case longest > bound:
+			// A spinner charged CPU time it did not run for between
+			// two reads of its loop is a vCPU the host stopped: the
+			// guest ran nothing meanwhile, and no guest scheduler
+			// can be held to that time. Waits of 345-440 ms showed a
+			// lane spinner "running" throughout, on both CPUs at
+			// once (2026-11-27).
+			t.Logf("the thread pinned to CPU %d once waited %v, over the %v bound by less than the %v a lane spinner was charged between two reads of its loop: the host stopped the guest", cpu, longest, bound, stalled)
 		}
 	}
 	if d.GuardDispatches == 0 {

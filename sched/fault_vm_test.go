@@ -72,7 +72,14 @@ func setComm(comm string) error {
 type hogSet struct {
 	comms []string
 	work  []atomic.Uint64
-	stop  func()
+	// stalled is the longest a hog's CPU time grew between two reads
+	// of its loop, in ns, once the hogs stopped. A preemption does not
+	// grow it; a vCPU the host stopped while the guest ran the hog does
+	// (the guest charges the hog for the time its clock moved on), as
+	// do interrupts handled meanwhile where their time is not counted
+	// apart.
+	stalled atomic.Int64
+	stop    func()
 }
 
 // startHogs starts one hog thread per comm at the given nice value; they
@@ -91,8 +98,14 @@ func startHogs(t *testing.T, nice int, comms ...string) *hogSet {
 				t.Error(err)
 				return
 			}
-			for ctx.Err() == nil {
+			var longest time.Duration
+			for last := threadCPUTime(); ctx.Err() == nil; {
 				h.work[i].Add(1)
+				now := threadCPUTime()
+				longest = max(longest, now-last)
+				last = now
+			}
+			for s := h.stalled.Load(); int64(longest) > s && !h.stalled.CompareAndSwap(s, int64(longest)); s = h.stalled.Load() {
 			}
 		}()
 	}

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hotlane/hotlane/internal/safefile"
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/sched"
 )
 
 // cliCommands are the command lines whose help docs/cli.md holds.
@@ -103,6 +106,30 @@ func TestREADMEFlagsAreAccepted(t *testing.T) {
 		// pattern no longer finds its command lines.
 		if name == "README.md" && checked < 20 {
 			t.Errorf("checked only %d flags in the README: the pattern no longer finds its command lines", checked)
+		}
+	}
+}
+
+// The bound the docs quote is the one `hotlane run` prints at the
+// defaults and HZ=250 (the VM kernel's): design.md shows the whole
+// startup line, the README its first figure.
+func TestDocsQuoteThePrintedBound(t *testing.T) {
+	table, err := policy.Default().Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := sched.Config{Table: table}.Bound(4 * time.Millisecond)
+	want := map[string]string{
+		"../../docs/design.md": "hotlane: starvation guard: " + bound.String() + "\n",
+		"../../README.md":      fmt.Sprintf("(%d ms with up to 8 normal tasks waiting per CPU, at the\ndefaults and HZ=250)", bound.For(8).Milliseconds()),
+	}
+	for doc, line := range want {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(text), line) {
+			t.Errorf("%s does not quote the bound hotlane run prints at the defaults; want %q", doc, line)
 		}
 	}
 }
