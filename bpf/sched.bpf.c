@@ -256,6 +256,34 @@ static __always_inline const volatile struct hl_class *requeued_prev(struct task
 	return class_get(task_class(HL_TASK(prev), task_ctx(prev)));
 }
 
+/*
+ * prev keeps this CPU as a lane task. One that ran as a fair task (it
+ * changed class while it ran: renamed, moved, a device used) ends that
+ * run here, charged as fair, and a lane run starts, which the guard
+ * counts. Kept with no lane run begun, the kernel calls no running() for
+ * it, and the guard, which counts lane time only, saw none: two spinners
+ * that renamed themselves into the lane held both CPUs of the 2-vCPU
+ * guest for 900 ms while the threads pinned there waited (2026-11-27).
+ */
+static __always_inline void lane_keeps(struct task_struct *prev, const volatile struct hl_class *c,
+				       struct hl_cpu_own *o, struct hl_cpu_shared *s, s32 cpu, u64 now)
+{
+	struct hl_task *t;
+
+	if (!o->lane) {
+		t = task_ctx(prev);
+		if (t && prev) {
+			fair_charge(prev, t, class_get(o->class_id), now - s->started_at, cpu);
+			o->class_id = t->cls.class_id; /* requeued_prev just classified it */
+		}
+		o->lane = 1;
+		s->state = HL_CPU_LANE;
+		s->started_at = now;
+	}
+	prev->scx.slice = c->slice_ns;
+	stat_inc(lane_kept);
+}
+
 /* Makes a CPU of llc other than self, running fair work, take the lane
  * queue while self serves a guard turn. */
 __hl_global int kick_fair_cpu(u32 llc, s32 self)
@@ -316,8 +344,7 @@ int hl_dispatch(u64 *ctx)
 	 * kernel requeue it behind whatever the fair queue gave this CPU.
 	 */
 	if (keep_prev) {
-		prev->scx.slice = pc->slice_ns;
-		stat_inc(lane_kept);
+		lane_keeps(prev, pc, o, s, cpu, now);
 		return 0;
 	}
 	if (lane_far && lane_steal(llc))

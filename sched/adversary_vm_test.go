@@ -331,7 +331,7 @@ func TestGuestCoreAdversaries(t *testing.T) {
 	if !vcpusShareHostCPUs() {
 		explain = map[string]time.Duration{"normal": bound.For(waiting)}
 	}
-	finish := measureExplained(t, s, table, explain)
+	finish, _ := measureExplained(t, s, table, explain)
 
 	crowdCmd := startSpinner(t, spinnerSpec{threads: crowd, cpu: crowdCPU})
 	confined := startSpinner(t, spinnerSpec{threads: 2, cpu: -1})

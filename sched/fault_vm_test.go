@@ -72,15 +72,21 @@ func setComm(comm string) error {
 type hogSet struct {
 	comms []string
 	work  []atomic.Uint64
-	// stalled is the longest a hog's CPU time grew between two reads
-	// of its loop, in ns, once the hogs stopped. A preemption does not
-	// grow it; a vCPU the host stopped while the guest ran the hog does
-	// (the guest charges the hog for the time its clock moved on), as
-	// do interrupts handled meanwhile where their time is not counted
-	// apart.
-	stalled atomic.Int64
+	// jumps are the times a hog's CPU time grew by more than
+	// minCPUTimeJump between two reads of its loop. A preemption does
+	// not grow it; a vCPU the host stopped while the guest ran the hog
+	// does (the guest charges the hog for the time its clock moved on).
+	jumpsMu sync.Mutex
+	jumps   []cpuTimeJump
+	// renamed is the name every hog takes, while it runs, at its next
+	// round (rename).
+	renamed atomic.Pointer[string]
 	stop    func()
 }
+
+// rename makes every hog take comm as its name at its next round, while
+// it runs: a running task that changes class.
+func (h *hogSet) rename(comm string) { h.renamed.Store(&comm) }
 
 // startHogs starts one hog thread per comm at the given nice value; they
 // stop with stop() or when the test ends.
@@ -98,14 +104,21 @@ func startHogs(t *testing.T, nice int, comms ...string) *hogSet {
 				t.Error(err)
 				return
 			}
-			var longest time.Duration
+			var named *string
 			for last := threadCPUTime(); ctx.Err() == nil; {
 				h.work[i].Add(1)
+				if to := h.renamed.Load(); to != named {
+					named = to
+					if err := setComm(*to); err != nil {
+						t.Error(err)
+						return
+					}
+				}
 				now := threadCPUTime()
-				longest = max(longest, now-last)
+				if now-last > minCPUTimeJump {
+					h.jumped(now - last)
+				}
 				last = now
-			}
-			for s := h.stalled.Load(); int64(longest) > s && !h.stalled.CompareAndSwap(s, int64(longest)); s = h.stalled.Load() {
 			}
 		}()
 	}
@@ -116,6 +129,50 @@ func startHogs(t *testing.T, nice int, comms ...string) *hogSet {
 	})
 	t.Cleanup(h.stop)
 	return h
+}
+
+// minCPUTimeJump is the least growth of a hog's CPU time between two
+// reads of its loop that hogSet keeps: a round takes microseconds.
+const minCPUTimeJump = 10 * time.Millisecond
+
+// cpuTimeJump is a stretch of CLOCK_MONOTONIC, ending at end, over which
+// a hog was charged length of CPU time between two reads of its loop.
+type cpuTimeJump struct{ end, length time.Duration }
+
+func (h *hogSet) jumped(length time.Duration) {
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		return
+	}
+	h.jumpsMu.Lock()
+	defer h.jumpsMu.Unlock()
+	h.jumps = append(h.jumps, cpuTimeJump{end: time.Duration(now.Nano()), length: length})
+}
+
+// longestJump is the most CPU time a hog was charged between two reads of
+// its loop, over the whole run.
+func (h *hogSet) longestJump() time.Duration {
+	h.jumpsMu.Lock()
+	defer h.jumpsMu.Unlock()
+	var longest time.Duration
+	for _, j := range h.jumps {
+		longest = max(longest, j.length)
+	}
+	return longest
+}
+
+// jumpDuring is the most CPU time a hog was charged between two reads of
+// its loop in a stretch that overlaps [from, to] (CLOCK_MONOTONIC).
+func (h *hogSet) jumpDuring(from, to time.Duration) time.Duration {
+	h.jumpsMu.Lock()
+	defer h.jumpsMu.Unlock()
+	var longest time.Duration
+	for _, j := range h.jumps {
+		if j.end >= from && j.end-j.length <= to {
+			longest = max(longest, j.length)
+		}
+	}
+	return longest
 }
 
 // moreProcs gives the Go runtime n more processors (GOMAXPROCS) and
