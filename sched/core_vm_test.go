@@ -272,7 +272,7 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 	childCPU := cpuTimeOf(t, child.Process.Pid) - childStart
 	spinners.stop()
 	snap, d := finish()
-	t.Logf("%s of lane saturation: guard turns %d, preempt kicks %d, lane kept %d, fair preempts %d, fair kept %d, fair steals %d, pinned unserved %d; cpuset-confined spinner got %d ticks of CPU; a lane spinner's CPU time grew at most %v between two reads",
+	t.Logf("%s of lane saturation: guard turns %d, preempt kicks %d, lane kept %d, fair preempts %d, fair kept %d, fair steals %d, pinned unserved %d; cpuset-confined spinner got %d ticks of CPU; %s",
 		run, d.GuardDispatches, d.PreemptKicks, d.LaneKept, d.FairPreempts, d.FairKept, d.FairSteals, d.PinnedUnserved, childCPU, spinners.longestJump())
 
 	if info, exited, err := s.Exited(); err != nil || exited {

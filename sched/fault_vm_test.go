@@ -78,6 +78,7 @@ type hogSet struct {
 	// does (the guest charges the hog for the time its clock moved on).
 	jumpsMu sync.Mutex
 	jumps   []cpuTimeJump
+	started time.Duration // CLOCK_MONOTONIC
 	// renamed is the name every hog takes, while it runs, at its next
 	// round (rename).
 	renamed atomic.Pointer[string]
@@ -92,7 +93,7 @@ func (h *hogSet) rename(comm string) { h.renamed.Store(&comm) }
 // stop with stop() or when the test ends.
 func startHogs(t *testing.T, nice int, comms ...string) *hogSet {
 	t.Helper()
-	h := &hogSet{comms: comms, work: make([]atomic.Uint64, len(comms))}
+	h := &hogSet{comms: comms, work: make([]atomic.Uint64, len(comms)), started: monotonic()}
 	restore := moreProcs(len(comms))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -139,26 +140,38 @@ const minCPUTimeJump = 10 * time.Millisecond
 // a hog was charged length of CPU time between two reads of its loop.
 type cpuTimeJump struct{ end, length time.Duration }
 
-func (h *hogSet) jumped(length time.Duration) {
+// monotonic is CLOCK_MONOTONIC, the clock the tracer stamps waits with.
+func monotonic() time.Duration {
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
-		return
+		panic(err) // CLOCK_MONOTONIC exists on every Linux
 	}
-	h.jumpsMu.Lock()
-	defer h.jumpsMu.Unlock()
-	h.jumps = append(h.jumps, cpuTimeJump{end: time.Duration(now.Nano()), length: length})
+	return time.Duration(now.Nano())
 }
 
-// longestJump is the most CPU time a hog was charged between two reads of
-// its loop, over the whole run.
-func (h *hogSet) longestJump() time.Duration {
+func (h *hogSet) jumped(length time.Duration) {
+	end := monotonic()
 	h.jumpsMu.Lock()
 	defer h.jumpsMu.Unlock()
-	var longest time.Duration
+	h.jumps = append(h.jumps, cpuTimeJump{end: end, length: length})
+}
+
+// longestJump describes the most CPU time a hog was charged between two
+// reads of its loop over the whole run, and when.
+func (h *hogSet) longestJump() string {
+	h.jumpsMu.Lock()
+	defer h.jumpsMu.Unlock()
+	var longest cpuTimeJump
 	for _, j := range h.jumps {
-		longest = max(longest, j.length)
+		if j.length > longest.length {
+			longest = j
+		}
 	}
-	return longest
+	if longest.length == 0 {
+		return fmt.Sprintf("no hog's CPU time grew by over %v between two reads", minCPUTimeJump)
+	}
+	return fmt.Sprintf("%d times a hog's CPU time grew by over %v between two reads, at most %v, ending %v after the hogs started",
+		len(h.jumps), minCPUTimeJump, longest.length, (longest.end - h.started).Round(time.Millisecond))
 }
 
 // jumpDuring is the most CPU time a hog was charged between two reads of
