@@ -69,7 +69,7 @@ func loadOne(maps map[string]*ebpf.MapSpec, types *btf.Spec, name string, ps *eb
 		Programs: map[string]*ebpf.ProgramSpec{name: ps},
 		Types:    types,
 	}
-	coll, err := ebpf.NewCollectionWithOptions(one, opts)
+	coll, err := withoutPreemption(func() (*ebpf.Collection, error) { return ebpf.NewCollectionWithOptions(one, opts) })
 	if err != nil {
 		return nil, err
 	}
