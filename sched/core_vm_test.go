@@ -302,7 +302,9 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 			t.Errorf("the thread pinned to CPU %d made no progress", cpu)
 		}
 		if time.Duration(tl.Hist.Max()) > bound {
-			checkPinnedWaits(t, cpu, tid, over.all(), spinners, bound)
+			// Without the guard these threads wait for the watchdog,
+			// seconds, on most of their rounds.
+			checkWaitsOver(t, fmt.Sprintf("the thread pinned to CPU %d", cpu), tid, over.all(), spinners, bound, "over the bound")
 		}
 	}
 	if d.GuardDispatches == 0 {
@@ -310,29 +312,29 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 	}
 }
 
-// checkPinnedWaits fails the test for each wait of the thread tid pinned
-// to cpu over the bound, unless a lane spinner was charged, between two
-// reads of its loop, at least the excess in a stretch overlapping that
+// checkWaitsOver fails the test for each wait of thread tid (who) over
+// limit, saying why such a wait matters, unless a hog was charged, between
+// two reads of its loop, at least the excess in a stretch overlapping that
 // wait: a vCPU the host stopped. The guest ran nothing meanwhile, and no
-// guest scheduler can be held to that time. Without the guard these
-// threads wait for the watchdog, seconds, on most of their rounds.
-func checkPinnedWaits(t *testing.T, cpu, tid int, over []verify.Violation, spinners *hogSet, bound time.Duration) {
+// guest scheduler can be held to that time. over is what the tracer
+// streamed, at a threshold no higher than limit.
+func checkWaitsOver(t *testing.T, who string, tid int, over []verify.Violation, hogs *hogSet, limit time.Duration, why string) {
 	t.Helper()
 	seen := false
 	for _, v := range over {
-		if int(v.PID) != tid || v.Latency <= bound {
+		if int(v.PID) != tid || v.Latency <= limit {
 			continue
 		}
 		seen = true
-		jump := spinners.jumpDuring(v.At-v.Latency, v.At)
-		if v.Latency-jump > bound {
-			t.Errorf("the thread pinned to CPU %d waited %v, over the %v bound (a lane spinner was charged at most %v between two reads meanwhile): %v", cpu, v.Latency, bound, jump, v.Why)
+		jump := hogs.jumpDuring(v.At-v.Latency, v.At)
+		if v.Latency-jump > limit {
+			t.Errorf("%s waited %v, over %v (a hog was charged at most %v between two reads meanwhile): %s; %v", who, v.Latency, limit, jump, why, v.Why)
 			continue
 		}
-		t.Logf("the thread pinned to CPU %d waited %v, over the %v bound by less than the %v a lane spinner was charged between two reads of its loop meanwhile: the host stopped the guest", cpu, v.Latency, bound, jump)
+		t.Logf("%s waited %v, over %v by less than the %v a hog was charged between two reads of its loop meanwhile: the host stopped the guest", who, v.Latency, limit, jump)
 	}
 	if !seen {
-		t.Errorf("the thread pinned to CPU %d waited over the %v bound, and the tracer streamed no such wait to tell whether the host stopped the guest then", cpu, bound)
+		t.Errorf("%s waited over %v, and the tracer streamed no such wait to tell whether the host stopped the guest then", who, limit)
 	}
 }
 
@@ -348,7 +350,7 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 		run       = 10 * time.Second
 		laneSlice = 2 * time.Millisecond
 	)
-	finish, h, tick := laneBesideHogs(t, laneSlice, 20*time.Millisecond, 0)
+	finish, _, h, tick := laneBesideHogs(t, laneSlice, 20*time.Millisecond, 0)
 	defer h.stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), run)
@@ -417,7 +419,7 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs two CPUs: the lane must have somewhere to go")
 	}
-	finish, h, tick := laneBesideHogs(t, laneSlice, 0, rtBurst/10)
+	finish, over, h, tick := laneBesideHogs(t, laneSlice, 0, rtBurst/10)
 	defer h.stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), run)
@@ -490,7 +492,9 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 		t.Errorf("the lane task waited %v at p99, over a tick plus its slice (x2: %v): it waited behind the RT thread", p99, limit)
 	}
 	if longest := time.Duration(lane.Hist.Max()); longest >= rtBurst/2 {
-		t.Errorf("the lane task once waited %v, half an RT burst or more: it was left behind the RT thread", longest)
+		// A hog "ran" 102 ms while the lane task waited 101.6 ms: the
+		// host stopped that vCPU (fresh CI of 9c76970).
+		checkWaitsOver(t, "the lane task", int(laneTID.Load()), over.all(), h, rtBurst/2, "half an RT burst or more: it was left behind the RT thread")
 	}
 }
 
@@ -498,7 +502,7 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 // slice, when not zero), attaches the tracer and starts a hog on every
 // CPU. It returns the tracer's finish function, the hogs and the tick.
 // Lane waits over explainOver are explained (0: none).
-func laneBesideHogs(t *testing.T, laneSlice, fairSlice, explainOver time.Duration) (func() (*verify.Snapshot, sched.Stats), *hogSet, time.Duration) {
+func laneBesideHogs(t *testing.T, laneSlice, fairSlice, explainOver time.Duration) (func() (*verify.Snapshot, sched.Stats), *waitsOver, *hogSet, time.Duration) {
 	t.Helper()
 	p := policy.Default("infer")
 	p.Classes[0].Slice = laneSlice
@@ -518,12 +522,12 @@ func laneBesideHogs(t *testing.T, laneSlice, fairSlice, explainOver time.Duratio
 	if explainOver > 0 {
 		thresholds = map[string]time.Duration{table.Names[0]: explainOver}
 	}
-	finish, _ := measureExplained(t, s, table, thresholds)
+	finish, over := measureExplained(t, s, table, thresholds)
 	var hogs []string
 	for range runtime.NumCPU() {
 		hogs = append(hogs, "hog")
 	}
-	return finish, startHogs(t, 0, hogs...), tick
+	return finish, over, startHogs(t, 0, hogs...), tick
 }
 
 // laneWaits is the tracer's record of one task's waits (an empty
