@@ -139,6 +139,21 @@ func (r Run) LaneCPUShare() float64 {
 	return r.LaneCPU.Seconds() / (float64(r.CPUs) * r.Measured.Seconds())
 }
 
+// roundOrder is the order the variants run in, in round r (from 0): the
+// list rotated to start at its r-th variant, so that over n rounds each
+// variant runs once in each place (two variants alternate). The place
+// counts: when the list ran forwards, then backwards, the middle one of
+// three always ran in the middle, and in 10 boots of 10 it had the
+// better request server of the two hotlane builds, main's build beside
+// itself included (docs/results.md, 2026-11-27).
+func roundOrder(n, r int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = (r + i) % n
+	}
+	return order
+}
+
 // Run executes the bench and returns one Run per variant, in the order of
 // b.Variants. When ctx ends first (a signal) it returns the whole rounds
 // measured so far with an error that matches report.ErrInterrupted.
@@ -185,14 +200,7 @@ func (b Bench) Run(ctx context.Context) ([]Run, error) {
 	}
 	repeats := max(b.Repeats, 1)
 	for round := range repeats {
-		order := make([]int, len(b.Variants))
-		for i := range order {
-			order[i] = i
-			if round%2 == 1 {
-				order[i] = len(order) - 1 - i
-			}
-		}
-		for _, i := range order {
+		for _, i := range roundOrder(len(b.Variants), round) {
 			if ctx.Err() != nil {
 				return runs, fmt.Errorf("before round %d/%d of %s: %w", round+1, repeats, b.Variants[i].Name, report.ErrInterrupted)
 			}

@@ -25,8 +25,9 @@ import (
 const benchUsage = `Usage: hotlane bench [flags]
        hotlane bench hooks [flags]   (what each BPF hook kind costs; -h for its flags)
 
-Runs the same workload under each variant in one boot, in alternating
-order, with the run-queue latency tracer attached. The lane is the
+Runs the same workload under each variant in one boot, round after
+round, each round starting one variant further down the list (so that
+each runs in every place), with the run-queue latency tracer attached. The lane is the
 latency-critical part of the workload: the periodic "inference" task and
 cyclictest's measuring thread. Variants:
 
@@ -104,7 +105,7 @@ func newBenchFlags(fs *flag.FlagSet) *benchFlags {
 	f.baseline = fs.String("baseline", workloads.EEVDF, "variant the ratios are relative to")
 	f.duration = durationFlag(fs, "duration", 20*time.Second, 100*time.Millisecond, 0, "measured time per variant and repeat")
 	f.warmup = durationFlag(fs, "warmup", 2*time.Second, 0, 0, "unmeasured time after each variant starts")
-	f.repeats = intFlag(fs, "repeats", 3, 1, 100, "rounds over the list, alternating the order")
+	f.repeats = intFlag(fs, "repeats", 3, 1, 100, "rounds over the list, each starting one variant further on")
 	f.fifoPrio = intFlag(fs, "fifo-priority", workloads.DefaultFIFOPriority, 1, 99, "SCHED_FIFO priority of the lane under eevdf+fifo")
 	f.enableTimeout = durationFlag(fs, "enable-timeout", workloads.DefaultEnableTimeout, 100*time.Millisecond, 10*time.Minute, "how long a scheduler program may take to enable sched_ext")
 	f.period = durationFlag(fs, "period", 10*time.Millisecond, workloads.MinPeriod, 0, "default workload: inference task period (100 Hz by default)")
