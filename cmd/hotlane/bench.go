@@ -26,8 +26,9 @@ const benchUsage = `Usage: hotlane bench [flags]
        hotlane bench hooks [flags]   (what each BPF hook kind costs; -h for its flags)
 
 Runs the same workload under each variant in one boot, round after
-round, each round starting one variant further down the list (so that
-each runs in every place), with the run-queue latency tracer attached. The lane is the
+round, with the run-queue latency tracer attached. Each round starts one
+variant further down the list: with --repeats a multiple of the number
+of variants, each runs equally often in every place. The lane is the
 latency-critical part of the workload: the periodic "inference" task and
 cyclictest's measuring thread. Variants:
 
