@@ -367,6 +367,9 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 		var said []string
 		for _, j := range res.Judgements {
 			said = append(said, fmt.Sprintf("%s %d runs", j.Judge, j.Runs))
+			for _, n := range j.Notes {
+				said[len(said)-1] += " (" + n + ")"
+			}
 		}
 		for _, s := range res.RequestServers {
 			said = append(said, fmt.Sprintf("request server %d served, %d unfinished", s.Served, s.Unfinished))

@@ -61,6 +61,9 @@ type Judgement struct {
 	Missed int `json:"missed,omitempty"`
 	// Headline says which figure is the judge's own.
 	Headline string `json:"headline"`
+	// Notes are what went wrong without spoiling the figures, e.g. a
+	// judge that hung at exit after its results were written.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Merge adds other (the same judge in another round) to j.
@@ -72,6 +75,7 @@ func (j *Judgement) Merge(other *Judgement) {
 	j.Work += other.Work
 	j.Time += other.Time
 	j.Missed += other.Missed
+	j.Notes = append(j.Notes, other.Notes...)
 	if other.Latency != nil {
 		if j.Latency == nil {
 			j.Latency = &verify.Histogram{}

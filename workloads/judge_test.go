@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hotlane/hotlane/internal/safefile"
 	"github.com/hotlane/hotlane/verify"
 )
 
@@ -304,5 +306,84 @@ func TestJudgeThatFailsIsAnError(t *testing.T) {
 	_, err = Sysbench{Path: "/bin/true", Test: SysbenchCPU, Threads: 1, RunTime: time.Second}.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "no \"total time\"") {
 		t.Errorf("sysbench as /bin/true: %v", err)
+	}
+}
+
+// fakeRtApp writes a program that stands in for rt-app running one
+// periodic task and a chain of two: it says it started each task, writes
+// the periodic task's log and the chain head's (whole, or empty as rt-app
+// leaves the log of a task that never left its loop), then ignores SIGINT
+// and runs the shell command then.
+func fakeRtApp(t *testing.T, whole bool, then string) string {
+	t.Helper()
+	chainLog := "cp " + testdataPath(t, "rt-app/light-chain-head.log") + ` "$d/rt-app-rta-chain0-2.log"`
+	if !whole {
+		chainLog = `: > "$d/rt-app-rta-chain0-2.log"`
+	}
+	script := `#!/bin/sh
+d=$(dirname "$1")
+trap '' INT
+cp ` + testdataPath(t, "rt-app/light-periodic.log") + ` "$d/rt-app-rta-periodic-0.log"
+` + chainLog + `
+for i in 0 1 2; do echo "[$i] starting thread"; done
+` + then + "\n"
+	path := filepath.Join(t.TempDir(), "rt-app")
+	if err := safefile.WriteFile(path, []byte(script), safefile.Executable); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func testdataPath(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// rt-app that will not exit after SIGINT: asleep, it lost a wake-up of
+// its own and its whole logs count, with a note; a log it never wrote, or
+// a thread still runnable (starved), fails the judge and says why.
+func TestRtAppThatHangsAtExit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out rt-app's 10 s grace three times")
+	}
+	for _, tc := range []struct {
+		name  string
+		whole bool
+		then  string
+		want  string // the error; "" for a result with a note
+	}{
+		{"asleep with its logs written", true, "exec sleep 1000", ""},
+		{"asleep with a log unwritten", false, "exec sleep 1000", "lost this log"},
+		{"runnable", true, "while :; do :; done", "did not exit within 10s of SIGINT; killed; its threads then: rt-app R"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := RtApp{Path: fakeRtApp(t, tc.whole, tc.then), Periodic: 1, Period: 20 * time.Millisecond, Compute: time.Millisecond,
+				Chain: 2, ChainPeriod: 50 * time.Millisecond, ChainCompute: time.Millisecond, Calibration: 20}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			js, err := r.Run(ctx)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want an error with %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(js) != 2 || js[0].Latency.Count() == 0 || js[1].Latency.Count() == 0 {
+				t.Fatalf("judgements %+v, want the periodic task's and the chain's, with samples", js)
+			}
+			for _, j := range js {
+				if len(j.Notes) != 1 || !strings.Contains(j.Notes[0], "rt-app did not exit within 10s of SIGINT; killed; its threads then: sleep S") {
+					t.Errorf("%s notes %q, want the hang, with the sleeping thread", j.Judge, j.Notes)
+				}
+			}
+		})
 	}
 }

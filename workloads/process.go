@@ -3,7 +3,9 @@ package workloads
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -107,10 +109,90 @@ func (p *process) stop(grace time.Duration) error {
 	select {
 	case <-p.done:
 	case <-time.After(grace):
-		err = fmt.Errorf("did not exit within %s of SIGINT; killed", grace)
+		err = &hungError{grace: grace, threads: threadStates(pgid)}
 	}
 	p.kill()
 	return err
+}
+
+// hungError is a program still running grace after SIGINT, with its
+// threads as /proc showed them just before the SIGKILL.
+type hungError struct {
+	grace   time.Duration
+	threads []threadState
+}
+
+func (e *hungError) Error() string {
+	said := make([]string, len(e.threads))
+	for i, t := range e.threads {
+		said[i] = t.String()
+	}
+	return fmt.Sprintf("did not exit within %s of SIGINT; killed; its threads then: %s", e.grace, strings.Join(said, ", "))
+}
+
+// waitsOnItself says that every thread left was asleep: nothing was
+// runnable and waiting for a CPU, so the program was waiting on itself
+// (a wake-up it lost), which no scheduler can mend. A runnable thread
+// after the whole grace is a starved thread, which a scheduler can.
+func (e *hungError) waitsOnItself() bool {
+	for _, t := range e.threads {
+		if t.State != "S" {
+			return false
+		}
+	}
+	return len(e.threads) > 0
+}
+
+// threadState is one thread of a process as /proc shows it.
+type threadState struct {
+	Comm  string
+	State string // stat's state letter: R runnable, S asleep, D in I/O, ...
+	Wchan string // the kernel function it sleeps in
+}
+
+func (t threadState) String() string {
+	if t.Wchan == "" || t.Wchan == "0" {
+		return t.Comm + " " + t.State
+	}
+	return t.Comm + " " + t.State + " in " + t.Wchan
+}
+
+// threadStates reads the threads of process pid from /proc; a thread that
+// exits meanwhile is left out.
+func threadStates(pid int) []threadState {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tids, _ := os.ReadDir(dir)
+	var out []threadState
+	for _, tid := range tids {
+		stat, err := os.ReadFile(filepath.Join(dir, tid.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		t, ok := parseTaskStat(string(stat))
+		if !ok {
+			continue
+		}
+		if w, err := os.ReadFile(filepath.Join(dir, tid.Name(), "wchan")); err == nil {
+			t.Wchan = strings.TrimSpace(string(w))
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// parseTaskStat takes the name and state from a /proc/PID/task/TID/stat
+// line, "TID (COMM) STATE ...", where COMM may hold spaces and
+// parentheses.
+func parseTaskStat(stat string) (threadState, bool) {
+	open, shut := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	if open < 0 || shut < open {
+		return threadState{}, false
+	}
+	rest := strings.Fields(stat[shut+1:])
+	if len(rest) == 0 {
+		return threadState{}, false
+	}
+	return threadState{Comm: stat[open+1 : shut], State: rest[0]}, true
 }
 
 // kill kills the process group and waits for the process.
