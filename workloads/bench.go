@@ -236,9 +236,11 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	mix := b.Workload
 	mix.Lane = r.Variant.Lane
 	if b.Warmup > 0 {
+		began := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, b.Warmup)
 		_, err := mix.Run(wctx)
 		cancel()
+		b.progress("bench: %s: warm-up of %s took %s, starting and stopping the mix\n", r.Scheduler, b.Warmup, time.Since(began).Round(time.Millisecond))
 		// A warm-up is for starting up: one whose outside programs had
 		// not begun working by its end is what it is for.
 		if errors.Is(err, ErrNoWork) {
@@ -249,10 +251,12 @@ func (b Bench) runOne(ctx context.Context, table *policy.Table, r *Run) error {
 	}
 	cfg := verify.TracerConfig{Table: table, PerTask: true}
 	verify.WatchBounds(&cfg, b.Bounds)
+	began := time.Now()
 	tr, err := verify.Attach(cfg)
 	if err != nil {
 		return err
 	}
+	b.progress("bench: %s: tracer attached in %s\n", r.Scheduler, time.Since(began).Round(time.Millisecond))
 	if r.Violations == nil {
 		r.Violations = &verify.ViolationLog{}
 	}
