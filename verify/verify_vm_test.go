@@ -225,19 +225,29 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 	})
 
 	t.Run("forced exit", func(t *testing.T) {
-		// The hogs run from before the tracer attaches: with them
-		// started once it had (Live), no wait the exit cut across was
-		// seen to leave sched_ext (not understood yet; the attach then
-		// takes minutes of this starved process's time). The first
-		// progress line comes after the tracer attached, so the exit
-		// falls inside the traced run, which then goes on for a second
-		// under EEVDF. (Its own timers are no guide: the lane's hogs
-		// starve this process of CPU while hotlane runs.)
-		defer startWork(nil)()
+		// The hogs start once the tracer is attached (Live), as in the
+		// saturated subtest. Started before, they starved this process
+		// through the attach: a CI run took 3 minutes to its first
+		// progress line while the violations of the run already
+		// streamed, the 32 MiB ring filled (21,117 read, 11,501
+		// dropped), and the few waits across the exit were among the
+		// dropped. (An earlier try with the hogs started after the
+		// attach saw no wait leave sched_ext; its trace then stopped a
+		// second after SysRq-S, before the disable was done, which
+		// 72df578 changed.) SysRq-S comes with the second progress
+		// line, a second into the traced run, with the hogs running:
+		// there are always more of them than CPUs, so some wait in
+		// sched_ext when it exits. The run goes on for a second under
+		// EEVDF. (Its own timers are no guide: the lane's hogs starve
+		// this process of CPU while hotlane runs.)
 		runCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		var once sync.Once
+		lines := 0
 		sysrq := writerFunc(func(p []byte) (int, error) {
+			if lines++; lines < 2 {
+				return len(p), nil
+			}
 			once.Do(func() {
 				if err := os.WriteFile("/proc/sysrq-trigger", []byte("S"), 0); err != nil {
 					t.Errorf("SysRq-S: %v", err)
@@ -261,7 +271,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 			})
 			return len(p), nil
 		})
-		c, res := run(runCtx, 3*time.Minute, sysrq, nil)
+		c, res := run(runCtx, 3*time.Minute, sysrq, startWork)
 		if info, exited, err := s.Exited(); err != nil || !exited {
 			t.Fatalf("the scheduler did not exit after SysRq-S (%v, %v)", exited, err)
 		} else {
