@@ -102,7 +102,7 @@ func newBenchFlags(fs *flag.FlagSet) *benchFlags {
 	f := &benchFlags{}
 	f.list = fs.String("schedulers", strings.Join(workloads.BuiltinVariants, ","),
 		"comma-separated variants to compare: "+strings.Join(workloads.BuiltinVariants, ", ")+", or a --scheduler NAME")
-	fs.Var(&f.external, "scheduler", "a sched_ext scheduler program to compare, as NAME=COMMAND (repeatable); the bench starts it, waits for sched_ext to be enabled and stops it with SIGINT, then SIGKILL")
+	fs.Var(&f.external, "scheduler", "a sched_ext scheduler program to compare, as NAME=COMMAND (repeatable); COMMAND is split at spaces and run without a shell (no quotes or redirections: put those in a script and name the script); the bench starts it, waits for sched_ext to be enabled and stops it with SIGINT, then SIGKILL")
 	f.baseline = fs.String("baseline", workloads.EEVDF, "variant the ratios are relative to")
 	f.duration = durationFlag(fs, "duration", 20*time.Second, 100*time.Millisecond, 0, "measured time per variant and repeat")
 	f.warmup = durationFlag(fs, "warmup", 2*time.Second, 0, 0, "unmeasured time after each variant starts")
