@@ -207,7 +207,7 @@ func waitSleeping(tid int, within time.Duration) error {
 		if err != nil {
 			return fmt.Errorf("thread %d: %w", tid, err)
 		}
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") S") {
+		if _, f, ok := parseStat(string(b)); ok && f[0] == "S" {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -172,13 +172,9 @@ func threadCPU(tid int) (time.Duration, error) {
 // statCPU reads utime+stime from a /proc/PID/stat line; the comm field in
 // parentheses may itself hold spaces and parentheses.
 func statCPU(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed stat line %q", stat)
-	}
-	f := strings.Fields(stat[i+1:])
+	_, f, ok := parseStat(stat)
 	// After the comm: state(0) ppid ... utime(11) stime(12).
-	if len(f) < 13 {
+	if !ok || len(f) < 13 {
 		return 0, fmt.Errorf("malformed stat line %q", stat)
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)

@@ -168,10 +168,11 @@ func threadStates(pid int) []threadState {
 		if err != nil {
 			continue
 		}
-		t, ok := parseTaskStat(string(stat))
+		comm, fields, ok := parseStat(string(stat))
 		if !ok {
 			continue
 		}
+		t := threadState{Comm: comm, State: fields[0]}
 		if w, err := os.ReadFile(filepath.Join(dir, tid.Name(), "wchan")); err == nil {
 			t.Wchan = strings.TrimSpace(string(w))
 		}
@@ -180,19 +181,16 @@ func threadStates(pid int) []threadState {
 	return out
 }
 
-// parseTaskStat takes the name and state from a /proc/PID/task/TID/stat
-// line, "TID (COMM) STATE ...", where COMM may hold spaces and
-// parentheses.
-func parseTaskStat(stat string) (threadState, bool) {
+// parseStat splits a /proc/PID/stat (or task/TID/stat) line, "ID (COMM)
+// STATE ...", into the comm and the fields after it, the state first.
+// COMM may hold spaces and parentheses.
+func parseStat(stat string) (comm string, fields []string, ok bool) {
 	open, shut := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
 	if open < 0 || shut < open {
-		return threadState{}, false
+		return "", nil, false
 	}
-	rest := strings.Fields(stat[shut+1:])
-	if len(rest) == 0 {
-		return threadState{}, false
-	}
-	return threadState{Comm: stat[open+1 : shut], State: rest[0]}, true
+	fields = strings.Fields(stat[shut+1:])
+	return stat[open+1 : shut], fields, len(fields) > 0
 }
 
 // kill kills the process group and waits for the process.
