@@ -133,7 +133,7 @@ static __always_inline bool resume_preempted(struct task_struct *p, struct hl_ta
 	s = shared_of(self);
 	if (!o || !s || o->curr_pid != p->pid || o->lane)
 		return false;
-	used = bpf_ktime_get_ns() - s->started_at;
+	used = hl_now() - s->started_at;
 	/* Ran here last is not "queued here": a property change can requeue
 	 * it from another CPU, and its cpumask may have changed meanwhile. */
 	if (used + HL_MIN_RESUME >= o->run_slice || scx_bpf_task_cpu(p) != self ||
@@ -315,7 +315,7 @@ int hl_dispatch(u64 *ctx)
 	struct hl_cpu_shared *s = shared_of(cpu);
 	struct hl_cpu_own *o = own_get();
 	u32 llc = llc_of(cpu);
-	u64 now = bpf_ktime_get_ns();
+	u64 now = hl_now();
 	bool lane_here = scx_bpf_dsq_nr_queued(HL_DSQ_LANE(llc)) > 0;
 	bool lane_far = lane_llcs & ~(1ULL << (llc & 63));
 	const volatile struct hl_class *pc = lane_here ? NULL : requeued_prev(prev);
@@ -421,7 +421,7 @@ int hl_tick(u64 *ctx)
 	}
 	if (p->scx.slice || scx_bpf_dsq_nr_queued(HL_DSQ_LANE(llc)) > 0)
 		return 0;
-	now = bpf_ktime_get_ns();
+	now = hl_now();
 	if (!fair_waits(cpu, llc) && scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) <= 0)
 		fair_served(o, s, now);
 	else if (lane_owed(o, s, now) >= starvation_ns)
@@ -462,7 +462,7 @@ int hl_running(u64 *ctx)
 	}
 	c = class_get(cls);
 	stat_class_inc(dispatched, cls);
-	now = bpf_ktime_get_ns();
+	now = hl_now();
 	s->started_at = now;
 	o->curr_pid = p->pid;
 	o->class_id = cls;
@@ -526,7 +526,7 @@ int hl_stopping(u64 *ctx)
 	if (!runnable)
 		task_class(HL_TASK(p), t);
 	s->state = HL_CPU_IDLE;
-	used = bpf_ktime_get_ns() - s->started_at;
+	used = hl_now() - s->started_at;
 	if (o->lane)
 		o->lane_ns += used;
 	else if (t)

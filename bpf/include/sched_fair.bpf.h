@@ -273,7 +273,7 @@ static __always_inline s32 fair_victim(struct task_struct *p, s32 cpu, u32 llc, 
 	struct hl_cpu_shared *s = shared_of(c);
 
 	if (s && llc_of(c) == llc && s->state == HL_CPU_FAIR && s->deadline > dl &&
-	    bpf_ktime_get_ns() - s->started_at >= min_slice_ns && allowed_on(p, c))
+	    (s64)(hl_now() - s->started_at) >= (s64)min_slice_ns && allowed_on(p, c))
 		return c;
 	return -1;
 }

@@ -81,7 +81,7 @@ static __always_inline bool lane_claim(struct task_struct *p, u32 cls, s32 cpu)
 __hl_global s32 lane_victim(struct task_struct___arg *task __arg_trusted, u32 cls, s32 prev, u64 min_run)
 {
 	struct task_struct *p = (void *)task;
-	struct hl_victim v = { .cpu = -1, .before = bpf_ktime_get_ns() - min_run };
+	struct hl_victim v = { .cpu = -1, .before = hl_now() - min_run };
 	s32 self = bpf_get_smp_processor_id();
 	u32 llc = llc_of(prev), n = llc_size[llc], first = llc_first[llc], start, k;
 
