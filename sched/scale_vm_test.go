@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ const topologyEnv = "HOTLANE_TEST_TOPOLOGY"
 // machine and unloads.
 func TestVMScale(t *testing.T) {
 	vmtest.RunGuestTests(t, vmtest.Options{
-		Run:      "^TestGuest(Topology|VerifierComplexity|LoadUnload|ScaleSaturated)$",
+		Run:      "^TestGuest(Topology|ClocksourceIsTSC|VerifierComplexity|LoadUnload|ScaleSaturated)$",
 		Topology: &scaleTopology, Memory: "4G", MultiThreadedTCG: true,
 		Env:     []string{topologyEnv + "=" + scaleTopology.String()},
 		Timeout: 15 * time.Minute,
@@ -63,6 +64,21 @@ func TestGuestTopology(t *testing.T) {
 		if len(cpus) != perNode || cpus[0] != n*perNode {
 			t.Errorf("node %d has CPUs %s; want %d from %d", n, topology.FormatList(cpus), perNode, n*perNode)
 		}
+	}
+}
+
+// The guest keeps time with the TSC, as the machines it stands for do.
+// Without tsc=reliable the two-socket guest fell back to the HPET, and
+// every timestamp the kernel, the tracer and the scheduler took was an
+// emulated device access.
+func TestGuestClocksourceIsTSC(t *testing.T) {
+	vmtest.RequireGuest(t)
+	b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := strings.TrimSpace(string(b)); cs != "tsc" {
+		t.Errorf("the guest's clocksource is %q, not tsc", cs)
 	}
 }
 

@@ -208,8 +208,13 @@ func (cfg *Config) memory() string {
 // kernelCommandLine is the guest kernel's command line. panic=-1 reboots
 // at once on a panic, and -no-reboot turns that into qemu exiting, so a
 // crashed guest never hangs; the last parameter tells /init it is the
-// guest's (IsGuestInit).
-const kernelCommandLine = "console=ttyS0 panic=-1 oops=panic loglevel=4 mitigations=off " + guestInitEnv + "=1"
+// guest's (IsGuestInit). tsc=reliable keeps the TSC as the clocksource:
+// TCG derives every vCPU's TSC from one host clock, but with two sockets
+// the kernel's sync check failed under emulation and fell back to the
+// HPET, so each clock read (timekeeping, the tracer's and the scheduler's
+// timestamps) was an emulated MMIO access, where real machines read the
+// TSC.
+const kernelCommandLine = "console=ttyS0 panic=-1 oops=panic loglevel=4 mitigations=off tsc=reliable " + guestInitEnv + "=1"
 
 func tcgAccel(multiThreaded bool) string {
 	if multiThreaded {
