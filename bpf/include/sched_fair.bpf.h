@@ -449,9 +449,12 @@ __hl_global u64 fair_keep(struct task_struct___arg *task __arg_trusted, struct h
 	w = task_weight(HL_TASK(p), t, c->weight);
 	slice = fair_slice(c, w, pinned ? HL_DSQ_PINNED(cpu) : HL_DSQ_FAIR(llc), pinned ? 1 : llc_size[llc]);
 	mine = (s64)(fair_deadline(t, w, slice) + to_vtime(ran, w) - frame_clock(t->frame));
-	if (first_deadline(HL_DSQ_PINNED(cpu), cpu, &dl) && (s64)(dl - frame_clock(frame_of(cpu, true))) < mine)
+	/* An iterator locks its queue, even an empty one: count first. */
+	if (scx_bpf_dsq_nr_queued(HL_DSQ_PINNED(cpu)) > 0 && first_deadline(HL_DSQ_PINNED(cpu), cpu, &dl) &&
+	    (s64)(dl - frame_clock(frame_of(cpu, true))) < mine)
 		return 0;
-	if (first_deadline(HL_DSQ_FAIR(llc), cpu, &dl) && (s64)(dl - frame_clock(llc)) < mine)
+	if (scx_bpf_dsq_nr_queued(HL_DSQ_FAIR(llc)) > 0 && first_deadline(HL_DSQ_FAIR(llc), cpu, &dl) &&
+	    (s64)(dl - frame_clock(llc)) < mine)
 		return 0;
 	return slice;
 }
