@@ -75,6 +75,12 @@ s32 hl_select_cpu(u64 *ctx)
 		stat_class_inc(direct_idle, cls);
 		return cpu;
 	}
+	/* A lane task waiting in this LLC runs before a fair wakee here. */
+	if (!c->high_priority && (wake_flags & HL_WAKE_SYNC) && !lane_waits(llc_of(bpf_get_smp_processor_id())) &&
+	    fair_affine(HL_TASK(p), t, cls, bpf_get_smp_processor_id())) {
+		stat_inc(fair_affine);
+		return bpf_get_smp_processor_id();
+	}
 	/* A lane wake-up with no idle CPU preempts fair work, straight into
 	 * that CPU's local queue: no enqueue callback, no second IPI. A
 	 * migration-disabled task stays where it is. */

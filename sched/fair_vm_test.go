@@ -2,6 +2,7 @@ package sched_test
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,4 +85,84 @@ func TestGuestFairWakeupPreemptsPinnedCPU(t *testing.T) {
 	if p50 > slice/4 {
 		t.Errorf("the wakee waited %v at the median, a quarter of the spinner's %v slice or more: it waited for the slice to end", p50, slice)
 	}
+}
+
+// A fair task that a fair task wakes through a pipe (a synchronous
+// wake-up: the waker is about to sleep) goes to the waker's CPU to run
+// next when its deadline allows (fair_affine), as EEVDF's wake-affine
+// does, instead of through its LLC's queue and a dispatch. Two threads
+// pass a byte back and forth through two pipes beside a spinner per CPU,
+// so that no CPU idles: the hand-overs go that way, and the pair keeps
+// making progress.
+func TestGuestFairSyncWakeupRunsOnWakersCPU(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const run = 4 * time.Second
+	p := policy.Default("infer")
+	table, err := p.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := load(t, p, sched.Config{})
+	finish := measure(t, s, table)
+
+	var ab, ba [2]int
+	for _, fds := range []*[2]int{&ab, &ba} {
+		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fds[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	spinners := runtime.NumCPU()
+	defer moreProcs(spinners + 2)()
+	var rounds atomic.Int64
+	errs := make(chan error, spinners+2)
+	for range spinners {
+		go func() {
+			errs <- threadLoop(ctx, "fair-spinner", func() {
+				for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
+				}
+			})
+		}()
+	}
+	// Each side reads its byte and writes it on; closing its write end
+	// when done ends the other's last read.
+	pass := func(comm string, in, out int, first bool) {
+		defer unix.Close(out)
+		buf := []byte{1}
+		if first {
+			unix.Write(out, buf)
+		}
+		errs <- threadLoop(ctx, comm, func() {
+			if n, _ := unix.Read(in, buf); n != 1 {
+				return // interrupted, or the other side is done
+			}
+			rounds.Add(1)
+			unix.Write(out, buf)
+		})
+	}
+	go pass("pingpong-a", ba[0], ab[1], true)
+	go pass("pingpong-b", ab[0], ba[1], false)
+	var none atomic.Int64
+	_, d := endLoops(t, s, finish, errs, spinners+2, &none)
+	t.Logf("%d hand-overs, %d wake-ups on the waker's CPU, %d fair preemptions", rounds.Load(), d.FairAffine, d.FairPreempts)
+	if rounds.Load() == 0 {
+		t.Fatal("the pair passed nothing")
+	}
+	if d.FairAffine == 0 {
+		t.Errorf("no synchronous wake-up of the %d went to the waker's CPU", rounds.Load())
+	}
+}
+
+// threadLoop runs fn on a thread named comm, wherever the scheduler puts
+// it, until ctx is done.
+func threadLoop(ctx context.Context, comm string, fn func()) error {
+	if err := lockThread(comm, 0); err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		fn()
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ type statsRecord struct {
 	PinnedLocal     uint64
 	PinnedUnserved  uint64
 	FairKept        uint64
+	FairAffine      uint64
 }
 
 // ClassStats are one class's counters.
@@ -72,6 +73,9 @@ type Stats struct {
 	// FairKept counts fair tasks whose slice ran out and that kept their
 	// CPU, their deadline still the earliest for it.
 	FairKept uint64 `json:"fair_kept"`
+	// FairAffine counts fair tasks woken synchronously by a fair task
+	// that went to the waker's CPU to run next (wake-affine).
+	FairAffine uint64 `json:"fair_affine"`
 	// LaneQueued counts lane tasks that found no CPU to take (every one
 	// looked at ran the lane) and waited in their LLC's lane queue.
 	LaneQueued uint64 `json:"lane_queued"`
@@ -116,6 +120,7 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.FairPreempts += r.FairPreempts
 		sum.FairSteals += r.FairSteals
 		sum.FairKept += r.FairKept
+		sum.FairAffine += r.FairAffine
 		sum.LaneQueued += r.LaneQueued
 		sum.LaneSteals += r.LaneSteals
 		sum.PinnedLocal += r.PinnedLocal
@@ -147,6 +152,7 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		FairPreempts:    r.FairPreempts,
 		FairSteals:      r.FairSteals,
 		FairKept:        r.FairKept,
+		FairAffine:      r.FairAffine,
 		LaneQueued:      r.LaneQueued,
 		LaneSteals:      r.LaneSteals,
 		PinnedLocal:     r.PinnedLocal,
@@ -180,6 +186,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.FairPreempts -= prev.FairPreempts
 	d.FairSteals -= prev.FairSteals
 	d.FairKept -= prev.FairKept
+	d.FairAffine -= prev.FairAffine
 	d.LaneQueued -= prev.LaneQueued
 	d.LaneSteals -= prev.LaneSteals
 	d.PinnedLocal -= prev.PinnedLocal
@@ -196,9 +203,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d fair-affine %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
 		s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased,
-		s.FairPreempts, s.FairSteals, s.FairKept, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
+		s.FairPreempts, s.FairSteals, s.FairKept, s.FairAffine, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

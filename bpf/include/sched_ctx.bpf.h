@@ -213,6 +213,7 @@ struct hl_stats {
 	u64 pinned_local;	/* migration-disabled tasks queued on their own CPU */
 	u64 pinned_unserved;	/* dispatches that left this CPU's own queue waiting */
 	u64 fair_kept;	/* a fair task's slice ran out and its deadline kept its CPU */
+	u64 fair_affine;	/* fair sync wake-ups queued on the waker's CPU */
 };
 
 struct {

@@ -489,4 +489,43 @@ __hl_global int fair_steal(u32 llc)
 	return false;
 }
 
+/*
+ * Wake-affine: a fair task that a fair task of this CPU wakes
+ * synchronously (the waker is about to sleep: a pipe, a futex hand-over)
+ * runs here next, from this CPU's local queue, as EEVDF puts it on the
+ * waker's runqueue: no shared queue, no dispatch, no IPI, and the pair
+ * keeps its cache. Only while nothing else waits here, the task owes no
+ * debt and its deadline, from its lag, is no later than the first one
+ * waiting in this CPU's LLC queue: a pair that wakes each other in turn
+ * runs as long as EEVDF would let it, not ahead of the queue. Returns
+ * the slice it was queued with, or 0.
+ */
+__hl_global u64 fair_affine(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, s32 cpu)
+{
+	struct task_struct *p = (void *)task;
+	const volatile struct hl_class *c = class_get(cls);
+	struct hl_cpu_shared *s = shared_of(cpu);
+	u32 llc = llc_of(cpu);
+	u64 w, slice, dl, first;
+
+	if (!t || t->lag < 0 || !s || s->state != HL_CPU_FAIR || !allowed_on(p, cpu) ||
+	    scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) > 0 || scx_bpf_dsq_nr_queued(HL_DSQ_PINNED(cpu)) > 0)
+		return 0;
+	w = task_weight(HL_TASK(p), t, c->weight);
+	slice = fair_slice(c, w, HL_DSQ_FAIR(llc), llc_size[llc]);
+	t->vruntime = frame_clock(llc) - t->lag;
+	dl = fair_deadline(t, w, slice);
+	if (scx_bpf_dsq_nr_queued(HL_DSQ_FAIR(llc)) > 0 && first_deadline(HL_DSQ_FAIR(llc), cpu, &first) &&
+	    (s64)(first - dl) < 0)
+		return 0;
+	hl_dsq_insert(p, HL_DSQ_LOCAL, slice, 0);
+	/* The waker may run on before it sleeps: it gives way as to any
+	 * wake-up with an earlier deadline (fair_victim). */
+	if (fair_victim(p, cpu, llc, false, (s64)(dl - frame_clock(llc))) >= 0) {
+		scx_bpf_kick_cpu(cpu, HL_KICK_PREEMPT);
+		stat_inc(fair_preempts);
+	}
+	return slice;
+}
+
 #endif /* HOTLANE_SCHED_FAIR_BPF_H */

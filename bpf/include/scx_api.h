@@ -130,6 +130,7 @@ u64 scx_bpf_now(void) __ksym;
 #define HL_TASK_QUEUED	HL_ENUM(scx_ent_flags, SCX_TASK_QUEUED)
 #define HL_DEQ_SLEEP	HL_ENUM(scx_deq_flags, SCX_DEQ_SLEEP)
 #define HL_DSQ_GLOBAL	HL_ENUM(scx_dsq_id_flags, SCX_DSQ_GLOBAL)
+#define HL_WAKE_SYNC	HL_ENUM(scx_wake_flags, SCX_WAKE_SYNC)
 
 /*
  * scx_bpf_error() with up to three arguments: the kfunc takes the format
