@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -133,6 +134,9 @@ func vmRun(ctx context.Context, req vm.Request) (int, error) {
 		return 0, err
 	}
 	res, err := req.Run(ctx, cfg)
+	if errors.Is(err, vm.ErrTimeout) {
+		return 0, fmt.Errorf("%w\n(--timeout gives the guest longer: a bench takes about its variants x --repeats x (--duration + --warmup + 20 s) on 8 emulated CPUs)", err)
+	}
 	if err != nil {
 		return 0, err
 	}
