@@ -222,6 +222,11 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 		if c.SchedExtBypassed != 0 {
 			t.Errorf("%d violations say sched_ext bypassed the scheduler while it ran throughout", c.SchedExtBypassed)
 		}
+		// A scheduler the kernel ejected during the run fails here, not
+		// as a forced exit that found no wait across it.
+		if info, exited, err := s.Exited(); err != nil || exited {
+			t.Fatalf("the scheduler exited during the saturated run: %v (%v)", info, err)
+		}
 	})
 
 	t.Run("forced exit", func(t *testing.T) {
