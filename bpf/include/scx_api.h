@@ -97,9 +97,10 @@ bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, 
 #define hl_dsq_move(it, p, dsq, fl) scx_bpf_dsq_move(it, p, dsq, fl)
 void scx_bpf_reenqueue_local___v2(void) __ksym;
 #define hl_reenqueue_local() scx_bpf_reenqueue_local___v2()
-/* The runqueue's clock where it is current, no clocksource read (a
- * bpf_ktime_get_ns() is an HPET read in a TCG guest). Monotonic per CPU
- * only: a difference with another CPU's reading is taken signed. */
+/* The runqueue's clock where it is current: no clocksource read (where
+ * the clocksource is an HPET, bpf_ktime_get_ns() is a device access).
+ * Monotonic per CPU only: a difference with another CPU's reading is
+ * taken signed. */
 u64 scx_bpf_now(void) __ksym;
 #define hl_now() scx_bpf_now()
 
