@@ -562,18 +562,14 @@ func endLoops(t *testing.T, s *sched.Scheduler, finish func() (*verify.Snapshot,
 // pinnedLoop runs fn on a thread named comm, pinned to cpu, until ctx is
 // done.
 func pinnedLoop(ctx context.Context, comm string, cpu int, fn func()) error {
-	if err := lockThread(comm, 0); err != nil {
-		return err
-	}
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("%s: pin to CPU %d: %w", comm, cpu, err)
-	}
-	for ctx.Err() == nil {
-		fn()
-	}
-	return nil
+	return threadLoop(ctx, comm, func() error {
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("%s: pin to CPU %d: %w", comm, cpu, err)
+		}
+		return nil
+	}, fn)
 }
 
 // A fair task the lane preempts resumes on its CPU with the rest of its

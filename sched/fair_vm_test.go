@@ -120,7 +120,7 @@ func TestGuestFairSyncWakeupRunsOnWakersCPU(t *testing.T) {
 	errs := make(chan error, spinners+2)
 	for range spinners {
 		go func() {
-			errs <- threadLoop(ctx, "fair-spinner", func() {
+			errs <- threadLoop(ctx, "fair-spinner", nil, func() {
 				for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
 				}
 			})
@@ -134,7 +134,7 @@ func TestGuestFairSyncWakeupRunsOnWakersCPU(t *testing.T) {
 		if first {
 			unix.Write(out, buf)
 		}
-		errs <- threadLoop(ctx, comm, func() {
+		errs <- threadLoop(ctx, comm, nil, func() {
 			if n, _ := unix.Read(in, buf); n != 1 {
 				return // interrupted, or the other side is done
 			}
@@ -155,11 +155,16 @@ func TestGuestFairSyncWakeupRunsOnWakersCPU(t *testing.T) {
 	}
 }
 
-// threadLoop runs fn on a thread named comm, wherever the scheduler puts
-// it, until ctx is done.
-func threadLoop(ctx context.Context, comm string, fn func()) error {
+// threadLoop runs fn on a thread named comm until ctx is done, after
+// setup (nil: none) on that thread; the scheduler places it.
+func threadLoop(ctx context.Context, comm string, setup func() error, fn func()) error {
 	if err := lockThread(comm, 0); err != nil {
 		return err
+	}
+	if setup != nil {
+		if err := setup(); err != nil {
+			return err
+		}
 	}
 	for ctx.Err() == nil {
 		fn()

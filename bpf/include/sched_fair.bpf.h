@@ -63,9 +63,9 @@ static __always_inline u64 fair_slice(const volatile struct hl_class *c, u64 wei
 	return slice > min_slice_ns ? slice : min_slice_ns;
 }
 
-/* The request a deadline is measured with: its usual burst, within
- * [min_slice, slice]. */
-static __always_inline u64 fair_deadline(struct hl_task *t, u64 weight, u64 slice)
+/* The request a deadline is measured with, as vtime: its usual burst,
+ * within [min_slice, slice]. */
+static __always_inline u64 fair_request(struct hl_task *t, u64 weight, u64 slice)
 {
 	u64 req = t->yielded ? slice : t->burst;
 
@@ -73,7 +73,12 @@ static __always_inline u64 fair_deadline(struct hl_task *t, u64 weight, u64 slic
 		req = min_slice_ns;
 	if (req > slice)
 		req = slice;
-	return t->vruntime + to_vtime(req, weight);
+	return to_vtime(req, weight);
+}
+
+static __always_inline u64 fair_deadline(struct hl_task *t, u64 weight, u64 slice)
+{
+	return t->vruntime + fair_request(t, weight, slice);
 }
 
 static __always_inline u64 frame_clock(u32 f)
@@ -513,8 +518,8 @@ __hl_global u64 fair_affine(struct task_struct___arg *task __arg_trusted, struct
 		return 0;
 	w = task_weight(HL_TASK(p), t, c->weight);
 	slice = fair_slice(c, w, HL_DSQ_FAIR(llc), llc_size[llc]);
-	t->vruntime = frame_clock(llc) - t->lag;
-	dl = fair_deadline(t, w, slice);
+	/* Where runnable (fair_wake) will place it: a lag of no debt. */
+	dl = frame_clock(llc) - t->lag + fair_request(t, w, slice);
 	if (scx_bpf_dsq_nr_queued(HL_DSQ_FAIR(llc)) > 0 && first_deadline(HL_DSQ_FAIR(llc), cpu, &first) &&
 	    (s64)(first - dl) < 0)
 		return 0;
