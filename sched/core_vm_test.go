@@ -106,6 +106,19 @@ func measure(t *testing.T, s *sched.Scheduler, table *policy.Table) func() (*ver
 	return finish
 }
 
+// loadMeasured loads hotlane with the default policy and starts the
+// tracer on it.
+func loadMeasured(t *testing.T) (*sched.Scheduler, func() (*verify.Snapshot, sched.Stats)) {
+	t.Helper()
+	p := policy.Default("infer")
+	table, err := p.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := load(t, p, sched.Config{})
+	return s, measure(t, s, table)
+}
+
 // waitsOver holds the waits a tracer streamed as over their class's
 // threshold, each with where it went; complete once the measurement's
 // finish function has returned.

@@ -97,13 +97,7 @@ func TestGuestFairWakeupPreemptsPinnedCPU(t *testing.T) {
 func TestGuestFairSyncWakeupRunsOnWakersCPU(t *testing.T) {
 	vmtest.RequireGuest(t)
 	const run = 4 * time.Second
-	p := policy.Default("infer")
-	table, err := p.Compile("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := load(t, p, sched.Config{})
-	finish := measure(t, s, table)
+	s, finish := loadMeasured(t)
 
 	var ab, ba [2]int
 	for _, fds := range []*[2]int{&ab, &ba} {
@@ -170,4 +164,54 @@ func threadLoop(ctx context.Context, comm string, setup func() error, fn func())
 		fn()
 	}
 	return nil
+}
+
+// A fair task that calls sched_yield() runs on while it is still owed
+// CPU time and no task waiting for its CPU is due before it, its
+// deadline moved on by a slice, as EEVDF picks again among its
+// runqueue's eligible tasks. A thread per CPU yields in a loop beside a
+// spinner per CPU: some yields keep their CPU, and each side still gets
+// CPU time (requeued at every yield, sysbench's yielding threads did
+// 0.19-0.45x EEVDF's work beside the outside judges; running on for
+// good, the spinners would starve).
+func TestGuestFairYieldRunsOnWhenDueFirst(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const run = 4 * time.Second
+	s, finish := loadMeasured(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	n := runtime.NumCPU()
+	defer moreProcs(2*n + 1)()
+	errs := make(chan error, 2*n)
+	var spinNs, yieldNs, yields atomic.Int64 // CPU time of each side, yields
+	loop := func(comm string, cpu *atomic.Int64, fn func()) {
+		errs <- threadLoop(ctx, comm, nil, func() {
+			start := threadCPUTime()
+			fn()
+			cpu.Add(int64(threadCPUTime() - start))
+		})
+	}
+	for range n {
+		go loop("fair-spinner", &spinNs, func() {
+			for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
+			}
+		})
+		go loop("fair-yielder", &yieldNs, func() {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			yields.Add(1)
+		})
+	}
+	var none atomic.Int64
+	_, d := endLoops(t, s, finish, errs, 2*n, &none)
+	spinCPU, yieldCPU := time.Duration(spinNs.Load()), time.Duration(yieldNs.Load())
+	t.Logf("%d yields, %d ran on; CPU time: spinners %v, yielders %v", yields.Load(), d.FairYieldKept, spinCPU, yieldCPU)
+	if d.FairYieldKept == 0 {
+		t.Errorf("none of %d yields beside the spinners ran on", yields.Load())
+	}
+	// Equal weights: each side is owed half. A side with under a tenth
+	// of the other's CPU time was starved by it.
+	if spinCPU < yieldCPU/10 || yieldCPU < spinCPU/10 {
+		t.Errorf("spinners got %v of CPU time, yielders %v: one side starved the other", spinCPU, yieldCPU)
+	}
 }
