@@ -77,9 +77,9 @@ type Stats struct {
 	// FairAffine counts fair tasks woken synchronously by a fair task
 	// that went to the waker's CPU to run next (wake-affine).
 	FairAffine uint64 `json:"fair_affine"`
-	// FairYieldKept counts sched_yield() calls of fair tasks that ran on,
-	// no task waiting for their CPU due before them, as on EEVDF's
-	// runqueue.
+	// FairYieldKept counts sched_yield() calls after which the fair task
+	// ran on, still owed CPU time and no task waiting for its CPU due
+	// before it, as EEVDF picks among its runqueue's eligible tasks.
 	FairYieldKept uint64 `json:"fair_yield_kept"`
 	// LaneQueued counts lane tasks that found no CPU to take (every one
 	// looked at ran the lane) and waited in their LLC's lane queue.

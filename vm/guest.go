@@ -143,7 +143,9 @@ func guestMain(code *int) error {
 		fmt.Fprintf(os.Stderr, "hotlane-init: %v\n", runErr)
 		*code = 127
 	}
-	if report := kernelStallReport(); report != "" {
+	if report, err := kernelStallReport(); err != nil {
+		fmt.Fprintf(os.Stderr, "hotlane-init: RCU stalls not looked for: %v\n", err)
+	} else if report != "" {
 		fmt.Fprintf(os.Stderr, "hotlane-init: the kernel reported an RCU stall; its log from there:\n%s\n", report)
 	}
 	return sendResults(results, *code, GuestResultsDir)

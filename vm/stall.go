@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"fmt"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -16,21 +17,21 @@ const stallMarker = "detected stall"
 const stallReportLines = 120
 
 // kernelStallReport returns the kernel's log from its first RCU stall
-// report on, or "" if there was none or the log could not be read. The
-// console shows only the report's first lines (loglevel=4); the tasks'
-// stacks, which say where a blocked task waits, are printed at a lower
-// level and reach only the log buffer.
-func kernelStallReport() string {
+// report on, or "" if there was none. The console shows only the
+// report's first lines (loglevel=4); the tasks' stacks, which say where a
+// blocked task waits, are printed at a lower level and reach only the log
+// buffer.
+func kernelStallReport() (string, error) {
 	n, err := unix.Klogctl(unix.SYSLOG_ACTION_SIZE_BUFFER, nil)
-	if err != nil || n <= 0 {
-		return ""
+	if err != nil {
+		return "", fmt.Errorf("size of the kernel's log: %w", err)
 	}
 	buf := make([]byte, n)
 	n, err = unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("read the kernel's log: %w", err)
 	}
-	return stallReport(string(buf[:n]), stallReportLines)
+	return stallReport(string(buf[:n]), stallReportLines), nil
 }
 
 // stallReport returns at most max lines of log from the first line that
