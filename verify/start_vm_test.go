@@ -52,9 +52,11 @@ func startScxSimple(t *testing.T) {
 //     sched_wakeup fires there after an IPI; sched_ext does the wake-up on
 //     the waker's CPU. sched_waking, where the tracer starts, is in the
 //     waker's call under both.
-//   - A normal thread sleeping 200 times (countSleeps) is switched in about
-//     200 times; every switch-in is a sample (nothing in this VM hides a
-//     switch from the tracer), and the counts under both schedulers agree.
+//   - A thread sleeping 200 times (countSleeps): every switch-in the
+//     kernel counts for it is a sample, under both (nothing in this VM
+//     hides a switch from the tracer). How many switch-ins each scheduler
+//     gives is its own business, not compared: EEVDF once preempted the
+//     sleeper 48 more times than scx_simple did.
 //
 // The medians are logged side by side, not compared: under TCG how they
 // compare is a benchmark's question.
@@ -97,12 +99,6 @@ func TestGuestWaitsAlikeUnderEachScheduler(t *testing.T) {
 			t.Logf("%s, %s: sleeper %d samples of %d switch-ins, p50 %v; cross-CPU wake-ups %d, p50 %v, max %v", hook, name,
 				r.sleeps.delta.Samples, r.sleeps.switchIns, time.Duration(r.sleeps.sleeper.Hist.QuantileUpper(0.5)),
 				r.wakes.Count(), time.Duration(r.wakes.QuantileUpper(0.5)), time.Duration(r.wakes.Max()))
-		}
-		// The same 200 sleeps give about the same number of samples;
-		// a scheduler may add a preemption or two.
-		sa, sb := a.sleeps.delta.Samples, b.sleeps.delta.Samples
-		if diff := max(sa, sb) - min(sa, sb); diff > a.sleeps.sleeps/4 {
-			t.Errorf("%s: %d samples of the sleeper under EEVDF, %d under scx_simple: the same sleeps should count alike", hook, sa, sb)
 		}
 	}
 }
