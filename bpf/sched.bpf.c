@@ -359,9 +359,9 @@ int hl_dispatch(u64 *ctx)
 	 * A fair task whose slice ran out runs on, its run charged as a turn
 	 * of its own, while its deadline is the earliest for this CPU. It
 	 * runs as a plain fair task: one kept after a guard turn is a lane
-	 * wake-up's victim again. One that yielded during its slice gives way.
+	 * wake-up's victim again.
 	 */
-	if (pc && !o->lane && fair_here && prev && (t = task_ctx(prev)) && !t->yielded &&
+	if (pc && !o->lane && fair_here && prev && (t = task_ctx(prev)) &&
 	    (slice = fair_keep(HL_TASK(prev), t, o->class_id, cpu, now - s->started_at))) {
 		fair_charge(prev, t, class_get(o->class_id), now - s->started_at, cpu);
 		s->started_at = now;
@@ -545,11 +545,8 @@ bool hl_yield(u64 *ctx)
 {
 	struct task_struct *from = (void *)ctx[0];
 	s32 cpu = bpf_get_smp_processor_id();
-	struct hl_cpu_shared *s = shared_of(cpu);
-	struct hl_cpu_own *o = own_get();
 	u32 llc = llc_of(cpu);
 	struct hl_task *t;
-	u64 ran;
 
 	/*
 	 * With nothing waiting that this CPU could run instead, a yield
@@ -563,25 +560,6 @@ bool hl_yield(u64 *ctx)
 	t = task_ctx(from);
 	if (t)
 		fair_yield(t);
-	/*
-	 * EEVDF's yield moves the task's deadline on by a slice and picks
-	 * again among its runqueue's eligible tasks: the yielder runs on
-	 * while it is still owed CPU time and no other task is due before
-	 * it. So here: a fair task keeps its slice, and pays no dispatch,
-	 * while it has run no further than its queue's clock and its
-	 * deadline, with a slice as its request, is no later than the first
-	 * one waiting for this CPU. Requeued at every yield, sysbench's
-	 * yielding threads did 0.19-0.45x EEVDF's work beside the outside
-	 * judges; by the deadline alone, 1.0-2.0x, taken from the others
-	 * (the request server fell to 0.86-0.89x in three boots of five);
-	 * owed and due, 0.55-0.73x (docs/results.md, 2026-11-28).
-	 */
-	ran = s ? hl_now() - s->started_at : 0;
-	if (t && s && o && !o->lane && !lane_waits(llc) && scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) <= 0 &&
-	    fair_eligible(from, t, class_get(o->class_id), ran) && fair_keep(HL_TASK(from), t, o->class_id, cpu, ran)) {
-		stat_inc(fair_yield_kept);
-		return false;
-	}
 	from->scx.slice = 0;
 	return false; /* no yield_to(): the kernel picks what runs next */
 }

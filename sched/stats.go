@@ -31,7 +31,6 @@ type statsRecord struct {
 	PinnedUnserved  uint64
 	FairKept        uint64
 	FairAffine      uint64
-	FairYieldKept   uint64
 }
 
 // ClassStats are one class's counters.
@@ -77,10 +76,6 @@ type Stats struct {
 	// FairAffine counts fair tasks woken synchronously by a fair task
 	// that went to the waker's CPU to run next (wake-affine).
 	FairAffine uint64 `json:"fair_affine"`
-	// FairYieldKept counts sched_yield() calls after which the fair task
-	// ran on, still owed CPU time and no task waiting for its CPU due
-	// before it, as EEVDF picks among its runqueue's eligible tasks.
-	FairYieldKept uint64 `json:"fair_yield_kept"`
 	// LaneQueued counts lane tasks that found no CPU to take (every one
 	// looked at ran the lane) and waited in their LLC's lane queue.
 	LaneQueued uint64 `json:"lane_queued"`
@@ -126,7 +121,6 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.FairSteals += r.FairSteals
 		sum.FairKept += r.FairKept
 		sum.FairAffine += r.FairAffine
-		sum.FairYieldKept += r.FairYieldKept
 		sum.LaneQueued += r.LaneQueued
 		sum.LaneSteals += r.LaneSteals
 		sum.PinnedLocal += r.PinnedLocal
@@ -159,7 +153,6 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		FairSteals:      r.FairSteals,
 		FairKept:        r.FairKept,
 		FairAffine:      r.FairAffine,
-		FairYieldKept:   r.FairYieldKept,
 		LaneQueued:      r.LaneQueued,
 		LaneSteals:      r.LaneSteals,
 		PinnedLocal:     r.PinnedLocal,
@@ -194,7 +187,6 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.FairSteals -= prev.FairSteals
 	d.FairKept -= prev.FairKept
 	d.FairAffine -= prev.FairAffine
-	d.FairYieldKept -= prev.FairYieldKept
 	d.LaneQueued -= prev.LaneQueued
 	d.LaneSteals -= prev.LaneSteals
 	d.PinnedLocal -= prev.PinnedLocal
@@ -211,9 +203,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d fair-affine %d yield-kept %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d fair-affine %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
 		s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased,
-		s.FairPreempts, s.FairSteals, s.FairKept, s.FairAffine, s.FairYieldKept, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
+		s.FairPreempts, s.FairSteals, s.FairKept, s.FairAffine, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

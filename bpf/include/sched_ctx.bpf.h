@@ -159,7 +159,7 @@ struct hl_task {
 	u64 ran;	/* CPU time since it last woke */
 	u64 cgroup_id;	/* its cgroup v2 cgroup, for cpu.weight */
 	u32 frame;	/* the queue whose clock vruntime is measured from */
-	u32 yielded;	/* it called sched_yield() this run: its deadline is a slice out */
+	u32 yielded;	/* it called sched_yield(): its next deadline is a slice out */
 	u64 slept_clock;	/* its queue's clock when it last slept */
 };
 
@@ -214,7 +214,6 @@ struct hl_stats {
 	u64 pinned_unserved;	/* dispatches that left this CPU's own queue waiting */
 	u64 fair_kept;	/* a fair task's slice ran out and its deadline kept its CPU */
 	u64 fair_affine;	/* fair sync wake-ups queued on the waker's CPU */
-	u64 fair_yield_kept;	/* yields after which the fair task ran on, due first */
 };
 
 struct {

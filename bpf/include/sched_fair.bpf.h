@@ -168,7 +168,6 @@ static __always_inline void fair_sleep(struct task_struct *p, struct hl_task *t,
 	t->lag = clamp_lag(t->burst, c->slice_ns, task_weight(HL_TASK(p), t, c->weight), (s64)(t->slept_clock - t->vruntime), 1);
 	t->burst = (3 * t->burst + t->ran) / 4;
 	t->ran = 0;
-	t->yielded = 0;
 }
 
 /*
@@ -256,18 +255,6 @@ static __always_inline void fair_charge(struct task_struct *p, struct hl_task *t
 		if (fr)
 			fr->vclock += used;
 	}
-}
-
-/*
- * Has a fair task, charged for ran ns more of its run, run no further
- * than its queue's clock? EEVDF picks only among tasks that are owed
- * CPU time (eligible); here the clock, where the queue's head stands, is
- * what a task is owed against.
- */
-static __always_inline bool fair_eligible(struct task_struct *p, struct hl_task *t,
-					  const volatile struct hl_class *c, u64 ran)
-{
-	return (s64)(t->vruntime + to_vtime(ran, task_weight(HL_TASK(p), t, c->weight)) - frame_clock(t->frame)) <= 0;
 }
 
 /*
@@ -450,7 +437,7 @@ __hl_global int fair_take(s32 cpu, u32 llc)
  * slice, and weights counted only through the slices' lengths: a nice-19
  * spinner beside a nice-0 one on one CPU got 18x its weight's share, one
  * of cpu.weight 100 beside 300 1.7x (both counted as clamp_lag's 5.8x).
- * A task that yielded is measured with a whole slice as its request.
+ * A task that yielded gives way.
  */
 __hl_global u64 fair_keep(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, s32 cpu, u64 ran)
 {
@@ -461,7 +448,7 @@ __hl_global u64 fair_keep(struct task_struct___arg *task __arg_trusted, struct h
 	bool pinned;
 	s64 mine;
 
-	if (!t)
+	if (!t || t->yielded)
 		return 0;
 	pinned = p->nr_cpus_allowed == 1;
 	w = task_weight(HL_TASK(p), t, c->weight);
