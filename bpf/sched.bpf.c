@@ -81,6 +81,13 @@ s32 hl_select_cpu(u64 *ctx)
 		stat_inc(fair_affine);
 		return bpf_get_smp_processor_id();
 	}
+	/* A waker in another LLC that the wakee would preempt: its LLC
+	 * queues the wakee (fair_enqueue preempts the waker's task). */
+	if (!c->high_priority && !lane_waits(llc_of(bpf_get_smp_processor_id())) &&
+	    (cpu = fair_pull(HL_TASK(p), t, cls, prev)) >= 0) {
+		stat_inc(fair_pulls);
+		return cpu;
+	}
 	/* A lane wake-up with no idle CPU preempts fair work, straight into
 	 * that CPU's local queue: no enqueue callback, no second IPI. A
 	 * migration-disabled task stays where it is. */

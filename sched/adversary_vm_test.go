@@ -376,8 +376,7 @@ func TestGuestCoreAdversaries(t *testing.T) {
 				tids[cpu].CompareAndSwap(0, int64(unix.Gettid()))
 				ts := unix.NsecToTimespec((10 * time.Millisecond).Nanoseconds())
 				unix.Nanosleep(&ts, nil)
-				for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
-				}
+				spinFor(time.Millisecond)
 				rounds[cpu].Add(1)
 			})
 		}()
@@ -396,8 +395,7 @@ func TestGuestCoreAdversaries(t *testing.T) {
 			}
 			ts := unix.NsecToTimespec((50 * time.Millisecond).Nanoseconds())
 			unix.Nanosleep(&ts, nil)
-			for end := threadCPUTime() + 2*time.Millisecond; threadCPUTime() < end; {
-			}
+			spinFor(2 * time.Millisecond)
 			bursts.Add(1)
 		})
 	}()

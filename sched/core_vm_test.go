@@ -248,8 +248,7 @@ func TestGuestFaultPinnedTasksUnderLaneSaturation(t *testing.T) {
 			for ctx.Err() == nil {
 				ts := unix.NsecToTimespec((10 * time.Millisecond).Nanoseconds())
 				unix.Nanosleep(&ts, nil)
-				for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
-				}
+				spinFor(time.Millisecond)
 				rounds[cpu].Add(1)
 			}
 		}()
@@ -381,8 +380,7 @@ func TestGuestFaultLaneKeepsCPUWhenSliceEnds(t *testing.T) {
 		for ctx.Err() == nil {
 			ts := unix.NsecToTimespec((20 * time.Millisecond).Nanoseconds())
 			unix.Nanosleep(&ts, nil)
-			for end := threadCPUTime() + 3*laneSlice; threadCPUTime() < end; {
-			}
+			spinFor(3 * laneSlice)
 			rounds.Add(1)
 		}
 		done <- nil
@@ -473,8 +471,7 @@ func TestGuestFaultLaneLeavesCPUTakenByRT(t *testing.T) {
 			for ctx.Err() == nil {
 				ts := unix.NsecToTimespec((7 * time.Millisecond).Nanoseconds())
 				unix.Nanosleep(&ts, nil)
-				for end := threadCPUTime() + 3*time.Millisecond; threadCPUTime() < end; {
-				}
+				spinFor(3 * time.Millisecond)
 				rounds.Add(1)
 			}
 			return nil
@@ -576,10 +573,8 @@ func endLoops(t *testing.T, s *sched.Scheduler, finish func() (*verify.Snapshot,
 // done.
 func pinnedLoop(ctx context.Context, comm string, cpu int, fn func()) error {
 	return threadLoop(ctx, comm, func() error {
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("%s: pin to CPU %d: %w", comm, cpu, err)
+		if err := pinTo(cpu); err != nil {
+			return fmt.Errorf("%s: %w", comm, err)
 		}
 		return nil
 	}, fn)
@@ -606,19 +601,15 @@ func TestGuestFaultResumedTaskYieldsItsTurn(t *testing.T) {
 		ts := unix.NsecToTimespec(d.Nanoseconds())
 		unix.Nanosleep(&ts, nil)
 	}
-	spin := func(d time.Duration) {
-		for end := threadCPUTime() + d; threadCPUTime() < end; {
-		}
-	}
-	go func() { errs <- pinnedLoop(ctx, "hog-resumed", 1, func() { spin(time.Millisecond) }) }()
+	go func() { errs <- pinnedLoop(ctx, "hog-resumed", 1, func() { spinFor(time.Millisecond) }) }()
 	go func() {
-		errs <- pinnedLoop(ctx, "infer-fast", 1, func() { sleep(time.Millisecond); spin(100 * time.Microsecond) })
+		errs <- pinnedLoop(ctx, "infer-fast", 1, func() { sleep(time.Millisecond); spinFor(100 * time.Microsecond) })
 	}()
 	go func() {
 		errs <- pinnedLoop(ctx, "waiter", 1, func() {
 			waiterTID.CompareAndSwap(0, int64(unix.Gettid()))
 			sleep(5 * time.Millisecond)
-			spin(time.Millisecond)
+			spinFor(time.Millisecond)
 			rounds.Add(1)
 		})
 	}()

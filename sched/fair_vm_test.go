@@ -2,6 +2,7 @@ package sched_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hotlane/hotlane/policy"
 	"github.com/hotlane/hotlane/sched"
+	"github.com/hotlane/hotlane/topology"
 	"github.com/hotlane/hotlane/vm/vmtest"
 )
 
@@ -49,10 +51,7 @@ func TestGuestFairWakeupPreemptsPinnedCPU(t *testing.T) {
 	var wakeeTID, rounds atomic.Int64
 	errs := make(chan error, 3)
 	go func() {
-		errs <- pinnedLoop(ctx, "fair-spinner", 1, func() {
-			for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
-			}
-		})
+		errs <- pinnedLoop(ctx, "fair-spinner", 1, func() { spinFor(time.Millisecond) })
 	}()
 	go func() {
 		// Closing the write end when done ends the wakee's last read.
@@ -70,8 +69,7 @@ func TestGuestFairWakeupPreemptsPinnedCPU(t *testing.T) {
 			if n, _ := unix.Read(fds[0], buf); n != 1 {
 				return // interrupted, or the waker is done
 			}
-			for end := threadCPUTime() + 200*time.Microsecond; threadCPUTime() < end; {
-			}
+			spinFor(200 * time.Microsecond)
 			rounds.Add(1)
 		})
 	}()
@@ -108,18 +106,9 @@ func TestGuestFairSyncWakeupRunsOnWakersCPU(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
-	spinners := runtime.NumCPU()
-	defer moreProcs(spinners + 2)()
+	errs, threads, restore := busyMachine(ctx, 2)
+	defer restore()
 	var rounds atomic.Int64
-	errs := make(chan error, spinners+2)
-	for range spinners {
-		go func() {
-			errs <- threadLoop(ctx, "fair-spinner", nil, func() {
-				for end := threadCPUTime() + time.Millisecond; threadCPUTime() < end; {
-				}
-			})
-		}()
-	}
 	// Each side reads its byte and writes it on; closing its write end
 	// when done ends the other's last read.
 	pass := func(comm string, in, out int, first bool) {
@@ -139,7 +128,7 @@ func TestGuestFairSyncWakeupRunsOnWakersCPU(t *testing.T) {
 	go pass("pingpong-a", ba[0], ab[1], true)
 	go pass("pingpong-b", ab[0], ba[1], false)
 	var none atomic.Int64
-	_, d := endLoops(t, s, finish, errs, spinners+2, &none)
+	_, d := endLoops(t, s, finish, errs, threads, &none)
 	t.Logf("%d hand-overs, %d wake-ups on the waker's CPU, %d fair preemptions", rounds.Load(), d.FairAffine, d.FairPreempts)
 	if rounds.Load() == 0 {
 		t.Fatal("the pair passed nothing")
@@ -164,4 +153,112 @@ func threadLoop(ctx context.Context, comm string, setup func() error, fn func())
 		fn()
 	}
 	return nil
+}
+
+// A fair wake-up that finds no idle CPU, from a waker in another LLC
+// whose task it would preempt, is queued in the waker's LLC and preempts
+// there (fair_pull), as EEVDF's wake-affine pulls a wakee to its waker;
+// else it would wait in its own LLC for a slice to end. A spinner per
+// CPU keeps every CPU busy. The waker, pinned to LLC 0 at nice 10 (a
+// later deadline than the wakee's), spins a millisecond and posts an
+// eventfd (no synchronous wake-up); the wakee moves itself to LLC 1,
+// allows every CPU again and reads. Some wake-ups go that way, and the
+// pair keeps making progress.
+func TestGuestCoreFairWakeupPulledToWakersLLC(t *testing.T) {
+	vmtest.RequireBoot(t, "Core", "TestVMCore")
+	topo, err := topology.Read(topology.SysfsRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topo.LLCs) < 2 {
+		t.Skipf("needs two LLCs, the guest has %d", len(topo.LLCs))
+	}
+	wakerCPU, wakeeCPU := topo.LLCs[0][0], topo.LLCs[1][0]
+	const run = 4 * time.Second
+	s, finish := loadMeasured(t)
+
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	post := func() {
+		var one [8]byte
+		one[0] = 1 // little-endian 1
+		unix.Write(efd, one[:])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	errs, threads, restore := busyMachine(ctx, 2)
+	defer restore()
+	var rounds atomic.Int64
+	go func() {
+		err := threadLoop(ctx, "pull-waker", func() error {
+			if err := unix.Setpriority(unix.PRIO_PROCESS, 0, 10); err != nil {
+				return err
+			}
+			return pinTo(wakerCPU)
+		}, func() {
+			spinFor(time.Millisecond)
+			post()
+		})
+		post() // the wakee's last read
+		errs <- err
+	}()
+	go func() {
+		all := allCPUs()
+		errs <- threadLoop(ctx, "pull-wakee", nil, func() {
+			var buf [8]byte
+			if pinTo(wakeeCPU) != nil || unix.SchedSetaffinity(0, &all) != nil {
+				return
+			}
+			if n, _ := unix.Read(efd, buf[:]); n == 8 {
+				rounds.Add(1)
+			}
+		})
+	}()
+	var none atomic.Int64
+	_, d := endLoops(t, s, finish, errs, threads, &none)
+	t.Logf("%d wake-ups read, %d pulled to the waker's LLC, %d fair preemptions, %d to an idle CPU", rounds.Load(), d.FairPulls, d.FairPreempts, d.IdleKicks)
+	if rounds.Load() == 0 {
+		t.Fatal("the wakee read nothing")
+	}
+	if d.FairPulls == 0 {
+		t.Errorf("none of %d wake-ups from the other LLC was pulled to the waker's", rounds.Load())
+	}
+}
+
+// busyMachine starts a fair spinner per CPU, placed by the scheduler,
+// that runs until ctx is done, and makes room for extra threads of the
+// test's own. Every thread, the test's too, sends its end on errs;
+// threads is how many will.
+func busyMachine(ctx context.Context, extra int) (errs chan error, threads int, restore func()) {
+	n := runtime.NumCPU()
+	errs = make(chan error, n+extra)
+	restore = moreProcs(n + extra)
+	for range n {
+		go func() {
+			errs <- threadLoop(ctx, "fair-spinner", nil, func() { spinFor(time.Millisecond) })
+		}()
+	}
+	return errs, n + extra, restore
+}
+
+// pinTo confines the calling thread to cpu; it runs there on return.
+func pinTo(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin to CPU %d: %w", cpu, err)
+	}
+	return nil
+}
+
+// allCPUs is the set of every CPU of the machine.
+func allCPUs() unix.CPUSet {
+	var set unix.CPUSet
+	for c := range runtime.NumCPU() {
+		set.Set(c)
+	}
+	return set
 }

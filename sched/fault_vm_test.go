@@ -549,6 +549,12 @@ func threadCPUTime() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
+// spinFor keeps the calling thread busy until it has run d of CPU time.
+func spinFor(d time.Duration) {
+	for end := threadCPUTime() + d; threadCPUTime() < end; {
+	}
+}
+
 // longestGap is the longest time between finished rounds; read it once
 // the worker has stopped.
 func (w *roundWorker) longestGap() time.Duration { return time.Duration(w.maxGapN.Load()) }

@@ -31,6 +31,7 @@ type statsRecord struct {
 	PinnedUnserved  uint64
 	FairKept        uint64
 	FairAffine      uint64
+	FairPulls       uint64
 }
 
 // ClassStats are one class's counters.
@@ -76,6 +77,11 @@ type Stats struct {
 	// FairAffine counts fair tasks woken synchronously by a fair task
 	// that went to the waker's CPU to run next (wake-affine).
 	FairAffine uint64 `json:"fair_affine"`
+	// FairPulls counts fair wake-ups with no idle CPU whose waker ran in
+	// another LLC a fair task they would preempt: the wakee was queued
+	// in the waker's LLC and the waker's CPU preempted, as EEVDF's
+	// wake-affine pulls a wakee to its waker.
+	FairPulls uint64 `json:"fair_pulls"`
 	// LaneQueued counts lane tasks that found no CPU to take (every one
 	// looked at ran the lane) and waited in their LLC's lane queue.
 	LaneQueued uint64 `json:"lane_queued"`
@@ -121,6 +127,7 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.FairSteals += r.FairSteals
 		sum.FairKept += r.FairKept
 		sum.FairAffine += r.FairAffine
+		sum.FairPulls += r.FairPulls
 		sum.LaneQueued += r.LaneQueued
 		sum.LaneSteals += r.LaneSteals
 		sum.PinnedLocal += r.PinnedLocal
@@ -153,6 +160,7 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		FairSteals:      r.FairSteals,
 		FairKept:        r.FairKept,
 		FairAffine:      r.FairAffine,
+		FairPulls:       r.FairPulls,
 		LaneQueued:      r.LaneQueued,
 		LaneSteals:      r.LaneSteals,
 		PinnedLocal:     r.PinnedLocal,
@@ -187,6 +195,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.FairSteals -= prev.FairSteals
 	d.FairKept -= prev.FairKept
 	d.FairAffine -= prev.FairAffine
+	d.FairPulls -= prev.FairPulls
 	d.LaneQueued -= prev.LaneQueued
 	d.LaneSteals -= prev.LaneSteals
 	d.PinnedLocal -= prev.PinnedLocal
@@ -203,9 +212,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	for _, c := range s.Classes {
 		fmt.Fprintf(&b, " | %s enq %d run %d idle %d", c.Class, c.Enqueued, c.Dispatched, c.DirectIdle)
 	}
-	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d fair-affine %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
+	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d fair-affine %d fair-pull %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
 		s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased,
-		s.FairPreempts, s.FairSteals, s.FairKept, s.FairAffine, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
+		s.FairPreempts, s.FairSteals, s.FairKept, s.FairAffine, s.FairPulls, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

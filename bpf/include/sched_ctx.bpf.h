@@ -214,6 +214,7 @@ struct hl_stats {
 	u64 pinned_unserved;	/* dispatches that left this CPU's own queue waiting */
 	u64 fair_kept;	/* a fair task's slice ran out and its deadline kept its CPU */
 	u64 fair_affine;	/* fair sync wake-ups queued on the waker's CPU */
+	u64 fair_pulls;		/* fair wake-ups queued in the waker's LLC to preempt it */
 };
 
 struct {

@@ -533,4 +533,25 @@ __hl_global u64 fair_affine(struct task_struct___arg *task __arg_trusted, struct
 	return slice;
 }
 
+/*
+ * A fair wakee whose waker runs in another LLC, where it would preempt
+ * the waker's task (fair_victim): the CPU to run it on, the waker's, as
+ * EEVDF's wake-affine pulls a wakee to its waker; else -1, and it is
+ * queued in its own LLC, where it waits for a slice to end.
+ */
+__hl_global s32 fair_pull(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, s32 prev)
+{
+	struct task_struct *p = (void *)task;
+	const volatile struct hl_class *c = class_get(cls);
+	s32 self = bpf_get_smp_processor_id();
+	u32 llc = llc_of(self);
+	u64 w, slice;
+
+	if (!t || llc == llc_of(prev) || !allowed_on(p, self))
+		return -1;
+	w = task_weight(HL_TASK(p), t, c->weight);
+	slice = fair_slice(c, w, HL_DSQ_FAIR(llc), llc_size[llc]);
+	return fair_victim(p, self, llc, false, (s64)fair_request(t, w, slice) - t->lag);
+}
+
 #endif /* HOTLANE_SCHED_FAIR_BPF_H */
