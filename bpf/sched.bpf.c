@@ -75,18 +75,20 @@ s32 hl_select_cpu(u64 *ctx)
 		stat_class_inc(direct_idle, cls);
 		return cpu;
 	}
-	/* A lane task waiting in this LLC runs before a fair wakee here. */
-	if (!c->high_priority && (wake_flags & HL_WAKE_SYNC) && !lane_waits(llc_of(bpf_get_smp_processor_id())) &&
-	    fair_affine(HL_TASK(p), t, cls, bpf_get_smp_processor_id())) {
-		stat_inc(fair_affine);
-		return bpf_get_smp_processor_id();
-	}
-	/* A waker in another LLC that the wakee would preempt: its LLC
-	 * queues the wakee (fair_enqueue preempts the waker's task). */
-	if (!c->high_priority && !lane_waits(llc_of(bpf_get_smp_processor_id())) &&
-	    (cpu = fair_pull(HL_TASK(p), t, cls, prev)) >= 0) {
-		stat_inc(fair_pulls);
-		return cpu;
+	/* A fair wakee goes to its waker's CPU only while no lane task
+	 * waits in the waker's LLC: that one runs first there. */
+	if (!c->high_priority && !lane_waits(llc_of(bpf_get_smp_processor_id()))) {
+		if ((wake_flags & HL_WAKE_SYNC) && fair_affine(HL_TASK(p), t, cls, bpf_get_smp_processor_id())) {
+			stat_inc(fair_affine);
+			return bpf_get_smp_processor_id();
+		}
+		/* A waker in another LLC that the wakee would preempt: its
+		 * LLC queues the wakee (fair_enqueue preempts the waker's
+		 * task). */
+		if ((cpu = fair_pull(HL_TASK(p), t, cls, prev)) >= 0) {
+			stat_inc(fair_pulls);
+			return cpu;
+		}
 	}
 	/* A lane wake-up with no idle CPU preempts fair work, straight into
 	 * that CPU's local queue: no enqueue callback, no second IPI. A

@@ -547,7 +547,7 @@ __hl_global s32 fair_pull(struct task_struct___arg *task __arg_trusted, struct h
 	u32 llc = llc_of(self);
 	u64 w, slice;
 
-	if (!t || llc == llc_of(prev) || !allowed_on(p, self))
+	if (!t || llc == llc_of(prev))
 		return -1;
 	w = task_weight(HL_TASK(p), t, c->weight);
 	slice = fair_slice(c, w, HL_DSQ_FAIR(llc), llc_size[llc]);
