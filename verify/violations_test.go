@@ -1,9 +1,15 @@
 package verify
 
 import (
+	"bytes"
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hotlane/hotlane/bpf"
 )
 
 // A flood prints PerSecond lines in each second of the violations' own
@@ -45,4 +51,50 @@ func TestViolationPrinterLimitsEachSecond(t *testing.T) {
 	if b.Len() != n {
 		t.Errorf("a second Flush wrote %q", b.String()[n:])
 	}
+}
+
+// A record decodes to what binary.Read, field by field, makes of the same
+// bytes; one too short is an error that says so.
+func TestDecodeViolationMatchesBinaryRead(t *testing.T) {
+	var want bpf.RunqlatViolation
+	want.AtNs, want.LatencyNs, want.Pid, want.Tgid, want.ClassId, want.Cpu = 1e9, 5e6, 42, 41, 1, 3
+	want.PrevPid, want.Caused, want.FeltNs, want.DeliveryNs, want.ResumeNs = 7, 1, 6e6, 2e3, 9e3
+	copy(want.Comm[:], []int8{'i', 'n', 'f', 'e', 'r'})
+	want.Why.Flags = exDone | exMigrated
+	want.Why.FromCpu = 2
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.LittleEndian, &want); err != nil {
+		t.Fatal(err)
+	}
+	raw := append(buf.Bytes(), 0, 0, 0, 0, 0, 0, 0, 0) // the ring pads a sample to 8 bytes
+	var got bpf.RunqlatViolation
+	if err := decodeViolation(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decoded (-binary.Read +decodeViolation):\n%s", diff)
+	}
+	if err := decodeViolation(raw[:buf.Len()-1], &got); err == nil || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("a short record: %v, want an error naming its size", err)
+	}
+}
+
+func BenchmarkDecodeViolation(b *testing.B) {
+	raw := make([]byte, binary.Size(bpf.RunqlatViolation{}))
+	b.Run("copy", func(b *testing.B) {
+		for b.Loop() {
+			var v bpf.RunqlatViolation
+			if err := decodeViolation(raw, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("binary.Read", func(b *testing.B) {
+		for b.Loop() {
+			var v bpf.RunqlatViolation
+			if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
