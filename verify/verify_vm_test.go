@@ -149,7 +149,8 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 		// CPU, a CI run saw none (with one, a cold CI run before).
 		Hogs: []workloads.Hogs{{Comm: "infer-hog", Threads: 4 * runtime.NumCPU()}, {Comm: "hog", Threads: 2}},
 	}
-	startWork := func(*verify.Tracer) (stop func()) {
+	// startWork runs the mix until ctx is done or stop is called.
+	startWork := func(ctx context.Context) (stop func()) {
 		wctx, cancel := context.WithCancel(ctx)
 		work := make(chan error, 1)
 		go func() {
@@ -198,7 +199,7 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 	}
 
 	t.Run("saturated", func(t *testing.T) {
-		c, res := run(ctx, 2*time.Second, "inference:max<=1ms", nil, startWork)
+		c, res := run(ctx, 2*time.Second, "inference:max<=1ms", nil, func(*verify.Tracer) func() { return startWork(ctx) })
 		// The scheduler was loaded first, so the tracer timed its
 		// callbacks (fentry on struct_ops programs), and some of the
 		// violations' time was spent in them, never more than they
@@ -251,8 +252,20 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 		// sched_ext when it exits. The run goes on for a second under
 		// EEVDF. (Its own timers are no guide: the lane's hogs starve
 		// this process of CPU while hotlane runs.)
+		//
+		// The hogs are told to stop once sched_ext has exited: by then
+		// the kernel has moved every task, and each hog ends its wait
+		// across the exit when it next runs, then returns. Left
+		// spinning while the backlog is read (41-54 s), ten of them
+		// starved a task preempted in an RCU read-side section (P43, a
+		// nice-19 kthread or a workqueue rescuer) under EEVDF, and a
+		// CI run's guest stalled until its 15 minutes were up. For the
+		// same reason they stop 5 s after SysRq-S if sched_ext has not
+		// exited by then: the disable waits for RCU grace periods.
 		runCtx, stop := context.WithCancel(ctx)
 		defer stop()
+		workCtx, endWork := context.WithCancel(ctx)
+		defer endWork()
 		began := time.Now()
 		var (
 			once     sync.Once
@@ -288,24 +301,31 @@ func TestGuestExplainNamesTheSchedulerPath(t *testing.T) {
 				// none out of sched_ext). Trace a second past ops.exit.
 				go func() {
 					defer stop()
-					for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+					sent := time.Now()
+					for deadline := sent.Add(time.Minute); time.Now().Before(deadline); {
 						if _, exited, err := s.Exited(); err != nil || exited {
 							mark("exited")
+							endWork()
 							time.Sleep(time.Second)
 							mark("stop")
 							return
 						}
+						if time.Since(sent) > 5*time.Second && workCtx.Err() == nil {
+							mark("no exit yet: hogs told to stop")
+							endWork()
+						}
 						time.Sleep(50 * time.Millisecond)
 					}
+					mark("no exit in a minute")
 				}()
 			})
 			return len(p), nil
 		})
 		// Every wait across the exit is a violation, however soon the
 		// move to the fair class ended it.
-		c, res := run(runCtx, 3*time.Minute, "inference:max<=100us", sysrq, func(tr *verify.Tracer) func() {
+		c, res := run(runCtx, 3*time.Minute, "inference:max<=100us", sysrq, func(*verify.Tracer) func() {
 			mark("attached")
-			stopWork := startWork(tr)
+			stopWork := startWork(workCtx)
 			return func() {
 				mark("run over")
 				stopWork()
