@@ -66,7 +66,7 @@ func TestDecodeViolationMatchesBinaryRead(t *testing.T) {
 	if err := binary.Write(&buf, binary.LittleEndian, &want); err != nil {
 		t.Fatal(err)
 	}
-	raw := append(buf.Bytes(), 0, 0, 0, 0, 0, 0, 0, 0) // the ring pads a sample to 8 bytes
+	raw := append(buf.Bytes(), 0, 0, 0, 0, 0, 0, 0, 0) // bytes past the struct are not read
 	var got bpf.RunqlatViolation
 	if err := decodeViolation(raw, &got); err != nil {
 		t.Fatal(err)
