@@ -40,8 +40,8 @@ func TestVMJudges(t *testing.T) {
 // sysbench threads and cpu, rt-app's periodic tasks and chain, stress-ng's
 // switch, futex and pipe stressors, and the request server; and the rest
 // of the machine has, under hotlane, each of those figures beside
-// EEVDF's. Behaviour, not timings: which scheduler did better is not
-// asserted.
+// EEVDF's. Which scheduler did better is asserted for the lane alone
+// (below), by an ordering with a wide margin, not a timing.
 func TestGuestJudges(t *testing.T) {
 	vmtest.RequireBoot(t, "Judges", "TestVMJudges")
 	out := t.TempDir()
@@ -104,6 +104,17 @@ func TestGuestJudges(t *testing.T) {
 	}
 	if !strings.Contains(text, "rest of the machine under hotlane") {
 		t.Errorf("the text report has no rest-of-the-machine table for hotlane")
+	}
+	// The one ordering asserted: beside every judge at once, the lane
+	// still waits less than under EEVDF at p99 (the tracer's wake-up
+	// latency of the lane's threads). It was 0.22-0.46x EEVDF's in every
+	// boot of this guest recorded in docs/results.md; the fair class's
+	// orderings of issue 36 do not hold yet and are not asserted.
+	for _, f := range hot.Summary.Rest {
+		if f.Name == "lane wake-up p99" && f.VsBaseline >= 1 {
+			t.Errorf("the lane's wake-up p99 beside the judges was %v under hotlane, %.2fx EEVDF's %v: want below EEVDF's",
+				time.Duration(f.Value), f.VsBaseline, time.Duration(f.Baseline))
+		}
 	}
 }
 
