@@ -204,6 +204,7 @@ func (c *TracerCollector) Collect(ch chan<- prometheus.Metric) {
 	for reason, v := range map[string]uint64{
 		"start_stamp_not_stored": n.StampFailures, "ringbuf_full": n.RingbufDrops, "task_table_full": n.TaskTableFull,
 		"switch_not_reported": n.UnmeasuredWaits, "start_not_seen": n.UnstampedWaits,
+		"switch_not_seen": n.UnseenSwitches, "program_busy": n.SkippedRuns,
 	} {
 		counter(ch, c.lost, float64(v), reason)
 	}

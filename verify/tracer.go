@@ -199,6 +199,8 @@ type Tracer struct {
 	BypassNote string
 	// Started is when the tracer was attached.
 	Started time.Time
+	// switches holds the hook's count of switches against the kernel's.
+	switches switchAudit
 }
 
 // tracerObjects are the tracer's maps and globals, created (LoadAndAssign)
@@ -379,6 +381,13 @@ func attach(cfg TracerConfig, thresholds [policy.MaxClasses]uint64, views [polic
 	if err := t.attachRequired(spec, &specs.RunqlatProgramSpecs, fam, cfg.WaitOnly, cfg.Explain, devices); err != nil {
 		return nil, err
 	}
+	// sched_switch is attached (the events part attaches last): its count
+	// is held against the kernel's from here.
+	c, _, err := t.counters()
+	if err != nil {
+		return nil, err
+	}
+	t.switches.start(procStat, c.Switches)
 	if cfg.Explain {
 		// sched_switch is attached: a CPU's first switch from now on
 		// ends a run that began no later than this.
@@ -684,6 +693,7 @@ func (t *Tracer) attachExtCallbacks(spec *ebpf.CollectionSpec, enter, exit *ebpf
 // end at the same event.
 func (t *Tracer) Stop() error {
 	var errs []error
+	t.switches.stop(procStat)
 	if t.FeltEnd == FeltToReturn {
 		// A felt wait left open when the fexit hooks go would close
 		// only at its task's next block.
@@ -741,6 +751,22 @@ type Counters struct {
 	// task the previous reported switch put there: the kernel switched
 	// without reporting it (any task, traced or not).
 	UnreportedSwitches uint64 `json:"unreported_switches"`
+	// UnseenSwitches are context switches the kernel counted (/proc/stat
+	// ctxt) while the tracer was attached that its sched_switch hook did
+	// not see, at least: a loss no per-task or per-CPU count can show
+	// (switchAudit).
+	UnseenSwitches uint64 `json:"unseen_switches"`
+	// KernelSwitches is the kernel's count of context switches over the
+	// same time (0: /proc/stat could not be read).
+	KernelSwitches uint64 `json:"kernel_switches,omitempty"`
+	// SkippedRuns are runs of the tracer's programs the kernel skipped
+	// because the same program was already running on that CPU (the
+	// programs' recursion_misses): an fexit program whose task was
+	// preempted mid-run while the next task on that CPU took the same
+	// hook, or an event in an interrupt over its own hook. The waits they
+	// touched are also counted among the losses above where the tracer
+	// can tell.
+	SkippedRuns uint64 `json:"skipped_runs"`
 }
 
 // ClassLatency is one class's run-queue latency, in each view.
@@ -798,6 +824,8 @@ func (t *Tracer) counters() (Counters, int, error) {
 		perCPU []bpf.RunqlatRqCounters
 		sum    Counters
 	)
+	// The kernel's count first: the comparison errs on the side of seen.
+	made, audited := t.switches.made(procStat)
 	if err := t.objs.Counters.Lookup(uint32(0), &perCPU); err != nil {
 		return sum, 0, fmt.Errorf("read counters: %w", err)
 	}
@@ -811,6 +839,19 @@ func (t *Tracer) counters() (Counters, int, error) {
 		sum.UnmeasuredWaits += c.UnmeasuredWaits
 		sum.UnstampedWaits += c.UnstampedWaits
 		sum.UnreportedSwitches += c.UnreportedSwitches
+	}
+	if audited {
+		sum.KernelSwitches = made
+		sum.UnseenSwitches = t.switches.unseen(made, sum.Switches)
+	}
+	for _, p := range t.parts {
+		for _, prog := range p.progs {
+			// Without run-time statistics the kernel still counts
+			// misses; an error here only leaves them uncounted.
+			if st, err := prog.Stats(); err == nil {
+				sum.SkippedRuns += st.RecursionMisses
+			}
+		}
 	}
 	if err := t.objs.HlClassifyStorageFailures.Get(&sum.ClassifyUncached); err != nil {
 		return sum, 0, fmt.Errorf("read classifier failures: %w", err)

@@ -991,3 +991,55 @@ func TestReadViolationsEndsWhileViolationsKeepComing(t *testing.T) {
 		t.Fatalf("ReadViolations still reading a minute after its context ended (%d violations read since)", afterEnd.Load())
 	}
 }
+
+// The tracer's sched_switch count is held against the kernel's own count
+// of every context switch: none unseen while its hook runs, and the
+// switches it misses counted as lost when it does not (its hook detached
+// here, as if the kernel had stopped running it).
+func TestTracerCountsSwitchesItDidNotSee(t *testing.T) {
+	requireRoot(t)
+	tr := attachForTest(t, TracerConfig{})
+	sleepALittle := func() {
+		_, done := onThread(t, "switcher", -1, 0, func() {
+			for range 200 {
+				time.Sleep(50 * time.Microsecond)
+			}
+		})
+		<-done
+	}
+	sleepALittle()
+	s, err := tr.ClassSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Counters.Switches == 0 || s.Counters.UnseenSwitches != 0 {
+		t.Fatalf("hook attached: %d switches seen, %d unseen; want some seen, none unseen", s.Counters.Switches, s.Counters.UnseenSwitches)
+	}
+
+	detached := false
+	for _, p := range tr.parts {
+		for i, spec := range p.specs {
+			if spec.Name == "rq_switch_btf" || spec.Name == "rq_switch_raw" {
+				if err := p.links[i].Close(); err != nil {
+					t.Fatal(err)
+				}
+				detached = true
+			}
+		}
+	}
+	if !detached {
+		t.Fatal("no sched_switch program among the tracer's parts")
+	}
+	sleepALittle()
+	s, err = tr.ClassSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At least the 400 switches of the thread's 200 sleeps.
+	if s.Counters.UnseenSwitches < 400 {
+		t.Errorf("hook detached: %d switches counted unseen; want at least the 400 of 200 sleeps", s.Counters.UnseenSwitches)
+	}
+	if s.Counters.Lost() < s.Counters.UnseenSwitches {
+		t.Errorf("%d unseen switches, but %d events reported lost", s.Counters.UnseenSwitches, s.Counters.Lost())
+	}
+}
