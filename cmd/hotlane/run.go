@@ -122,6 +122,11 @@ func schedRun(ctx context.Context, req sched.RunRequest, f *runFlags, stats *sta
 	if *f.quiet {
 		text = nil
 	}
+	if root, err := policy.CgroupRoot(); err == nil {
+		if note := sched.QuotaNote(sched.CPUQuotas(root)); note != "" {
+			fmt.Fprintf(os.Stderr, "hotlane: note: %s\n", note)
+		}
+	}
 	cfg := req.Config(table)
 	opts := req.Options(text, stats.writer())
 	opts.Started = runStarted(req, p, sched.StarvationBound(cfg), stats)
