@@ -2,9 +2,9 @@ package sched
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -15,36 +15,50 @@ type Quota struct {
 }
 
 // CPUQuotas lists the cgroups under root, the cgroup v2 mount
-// (policy.CgroupRoot), whose cpu.max sets a quota.
-// sched_ext leaves bandwidth limits to the BPF scheduler
-// (ops.cgroup_set_bandwidth, 6.17 on), and hotlane does not enforce them:
-// while it runs, the tasks it schedules may use more CPU than cpu.max
-// allows, which the user should hear about before relying on it. A
-// missing or unreadable hierarchy is no quota; cgroups that vanish during
-// the walk are skipped.
+// (policy.CgroupRoot), whose cpu.max sets a quota. sched_ext does not
+// apply cpu.max to the tasks a BPF scheduler runs (from 6.17 it passes
+// the limits on, as ops.cgroup_set_bandwidth, for the scheduler to
+// enforce), and hotlane does not enforce them: while it runs, those tasks
+// may use more CPU than cpu.max allows, which the user should hear about
+// before relying on it. Only the branches where the cpu controller is
+// enabled are walked (a cgroup has a cpu.max when its parent's
+// cgroup.subtree_control holds "cpu"). A missing or unreadable hierarchy
+// is no quota; cgroups that vanish during the walk are skipped. Quotas of
+// a v1 cpu hierarchy (cpu.cfs_quota_us, hybrid hosts) are not looked at.
 func CPUQuotas(root string) []Quota {
 	var quotas []Quota
-	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	var walk func(dir string)
+	walk = func(dir string) {
+		if !enables(dir, "cpu") {
+			return
+		}
+		entries, err := os.ReadDir(dir)
 		if err != nil {
-			if d != nil && d.IsDir() && path != root {
-				return fs.SkipDir
+			return
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
 			}
-			return nil
+			child := filepath.Join(dir, e.Name())
+			if data, err := os.ReadFile(filepath.Join(child, "cpu.max")); err == nil {
+				max := strings.TrimSpace(string(data))
+				if f := strings.Fields(max); len(f) > 0 && f[0] != "max" {
+					quotas = append(quotas, Quota{Cgroup: child, Max: max})
+				}
+			}
+			walk(child)
 		}
-		if d.IsDir() || d.Name() != "cpu.max" {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		max := strings.TrimSpace(string(data))
-		if f := strings.Fields(max); len(f) > 0 && f[0] != "max" {
-			quotas = append(quotas, Quota{Cgroup: filepath.Dir(path), Max: max})
-		}
-		return nil
-	})
+	}
+	walk(root)
 	return quotas
+}
+
+// enables reports whether the cgroup at dir enables controller for its
+// children.
+func enables(dir, controller string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	return err == nil && slices.Contains(strings.Fields(string(data)), controller)
 }
 
 // QuotaNote says which cgroups' quotas a run will not enforce, the first

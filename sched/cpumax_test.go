@@ -15,7 +15,14 @@ func TestCPUQuotas(t *testing.T) {
 		"system.slice":  "max 100000\n",
 		"limited":       "50000 100000\n",
 		"limited/inner": "max 100000\n",
+		"deep":          "max 100000\n",
+		"deep/a":        "max 100000\n",
 		"deep/a/b":      "20000 10000\n",
+		// A quota below a cgroup that does not enable the cpu
+		// controller for its children is a stale file the kernel
+		// does not have: not walked.
+		"off":   "max 100000\n",
+		"off/x": "10000 100000\n",
 	} {
 		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
 			t.Fatal(err)
@@ -25,6 +32,14 @@ func TestCPUQuotas(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	for _, dir := range []string{"", "limited", "deep", "deep/a"} {
+		if err := os.WriteFile(filepath.Join(root, dir, "cgroup.subtree_control"), []byte("cpuset cpu io memory\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "off", "cgroup.subtree_control"), []byte("memory\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	want := []Quota{
 		{Cgroup: filepath.Join(root, "deep/a/b"), Max: "20000 10000"},

@@ -47,15 +47,23 @@ func TestSwitchAudit(t *testing.T) {
 	if !ok || made != 1000 {
 		t.Fatalf("made %d, %v; want 1000", made, ok)
 	}
-	if got := a.unseen(made, 740); got != 300 {
-		t.Errorf("unseen %d, want 300", got)
+	// One switch per CPU (4 here) may be in flight.
+	if got := a.unseen(made, 740, 4); got != 296 {
+		t.Errorf("unseen %d, want 296", got)
 	}
-	// Seen more than made (switches between two readings): none unseen.
-	if got := a.unseen(made, 1100); got != 0 {
-		t.Errorf("unseen %d, want 0", got)
+	// A later reading that errs further on the side of seen does not
+	// take back what was counted.
+	if got := a.unseen(made, 1100, 4); got != 296 {
+		t.Errorf("unseen after a reading of more seen than made: %d, want 296 still", got)
+	}
+	var fresh switchAudit
+	fresh.start(path, 0)
+	if got := fresh.unseen(3, 0, 4); got != 0 {
+		t.Errorf("3 unseen on 4 CPUs: %d counted, want 0 (in flight)", got)
 	}
 
 	// Stopped, the kernel's count is the one at the stop.
+	writeCtxt(t, path, 6000)
 	a.stop(path)
 	writeCtxt(t, path, 9000)
 	if made, ok := a.made(path); !ok || made != 1000 {

@@ -842,7 +842,7 @@ func (t *Tracer) counters() (Counters, int, error) {
 	}
 	if audited {
 		sum.KernelSwitches = made
-		sum.UnseenSwitches = t.switches.unseen(made, sum.Switches)
+		sum.UnseenSwitches = t.switches.unseen(made, sum.Switches, len(perCPU))
 	}
 	for _, p := range t.parts {
 		for _, prog := range p.progs {

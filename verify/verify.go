@@ -384,7 +384,9 @@ func (c Counters) losses() report.Losses {
 }
 
 // Lost is the number of samples, per-task samples and violation records
-// the tracer could not keep, every kind counted once.
+// the tracer could not keep, and of events it did not see. An event may
+// show in two kinds: a hook run the kernel skipped may also leave the
+// wait it touched unmeasured.
 func (c Counters) Lost() uint64 { return c.losses().Total() }
 
 // TextOptions shape the text report.
