@@ -23,6 +23,22 @@ func EnableRunTimeStats() (io.Closer, error) {
 	return st, nil
 }
 
+// RecursionMisses is how many runs of progs the kernel skipped because
+// the same program was already running on that CPU (an event in an
+// interrupt over its own hook, or a preemptible fentry/fexit program
+// preempted while the next task took the same hook). The kernel counts
+// them whether or not run-time statistics are enabled; a program whose
+// statistics cannot be read adds nothing.
+func RecursionMisses(progs ...*ebpf.Program) uint64 {
+	var n uint64
+	for _, p := range progs {
+		if st, err := p.Stats(); err == nil {
+			n += st.RecursionMisses
+		}
+	}
+	return n
+}
+
 // Costs reads the run-time statistics of programs (all of them when names
 // is empty), sorted by name. Statistics count only while enabled.
 func Costs(programs map[string]*ebpf.Program, names ...string) ([]report.ProgramCost, error) {

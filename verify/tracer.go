@@ -845,13 +845,7 @@ func (t *Tracer) counters() (Counters, int, error) {
 		sum.UnseenSwitches = t.switches.unseen(made, sum.Switches, len(perCPU))
 	}
 	for _, p := range t.parts {
-		for _, prog := range p.progs {
-			// Without run-time statistics the kernel still counts
-			// misses; an error here only leaves them uncounted.
-			if st, err := prog.Stats(); err == nil {
-				sum.SkippedRuns += st.RecursionMisses
-			}
-		}
+		sum.SkippedRuns += loader.RecursionMisses(p.progs...)
 	}
 	if err := t.objs.HlClassifyStorageFailures.Get(&sum.ClassifyUncached); err != nil {
 		return sum, 0, fmt.Errorf("read classifier failures: %w", err)

@@ -3,7 +3,9 @@ package dma
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/hotlane/hotlane/bpf"
 	"github.com/hotlane/hotlane/internal/cstr"
+	"github.com/hotlane/hotlane/loader"
 	"github.com/hotlane/hotlane/report"
 	"github.com/hotlane/hotlane/verify"
 )
@@ -239,12 +242,7 @@ func (pr *Probe) Snapshot() (*Result, error) {
 	for i, what := range lossNames() {
 		r.Losses = append(r.Losses, report.Loss{What: what, Count: lost[i]})
 	}
-	var misses uint64
-	for _, p := range pr.instances {
-		if st, err := p.Stats(); err == nil {
-			misses += st.RecursionMisses
-		}
-	}
+	misses := loader.RecursionMisses(slices.Collect(maps.Values(pr.instances))...)
 	r.Losses = append(r.Losses, report.Loss{What: lossMisses, Count: misses})
 	r.LatencyUnmatched = lost[lossUnmatched]
 

@@ -78,11 +78,7 @@ func (p *Probe) Counters() (Counters, error) {
 		c.LostStart += v.LostStart
 		c.FoldedCommands += v.FoldedCmds
 	}
-	for _, prog := range p.progs {
-		if st, err := prog.Stats(); err == nil {
-			c.MissedRuns += st.RecursionMisses
-		}
-	}
+	c.MissedRuns = loader.RecursionMisses(p.progs...)
 	return c, nil
 }
 
