@@ -135,6 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, qemu, args...)
+	killedWithRunner(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
