@@ -249,3 +249,33 @@ func TestWaitDisabled(t *testing.T) {
 		t.Errorf("no sched_ext: %v", err)
 	}
 }
+
+// The reason an error exit gives ends the report, below the kernel's
+// dump; an orderly exit has no dump to show.
+func TestExitReportEndsWithTheReason(t *testing.T) {
+	stall := exitStall
+	stall.Dump = "CPU 0   : nr_run=3 flags=0x1\n  SCX_EV_SELECT_CPU_FALLBACK: 0\n  SCX_EV_SUB_RESCUE: 0"
+	unreg := exitUnreg
+	unreg.Dump = "left over from an earlier exit"
+	for _, tc := range []struct {
+		info ExitInfo
+		want []string
+	}{
+		{stall, []string{
+			"hotlane: the kernel's dump at the exit:",
+			"CPU 0   : nr_run=3 flags=0x1",
+			"  SCX_EV_SELECT_CPU_FALLBACK: 0",
+			"  SCX_EV_SUB_RESCUE: 0",
+			"hotlane: scheduler exited: SCX_EXIT_ERROR_STALL (1026): runnable task stall: kworker/0:1[42] failed to run for 5.2s",
+		}},
+		{unreg, []string{"hotlane: scheduler exited: SCX_EXIT_UNREG (64): unregistered from user space"}},
+	} {
+		var b strings.Builder
+		if err := tc.info.WriteReport(&b); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")); diff != "" {
+			t.Errorf("%s: report (-want +got):\n%s", tc.info.KindName, diff)
+		}
+	}
+}

@@ -534,6 +534,21 @@ func (e ExitInfo) String() string {
 	return s
 }
 
+// WriteReport writes why the scheduler ended: at an error exit the
+// kernel's dump first, then the exit itself as the last line, where a
+// terminal leaves it in view below pages of dump and a supervisor that
+// keeps a program's last line (hotlane bench does) finds the reason, not
+// the dump's last event counter.
+func (e ExitInfo) WriteReport(w io.Writer) error {
+	var b strings.Builder
+	if e.IsError() && e.Dump != "" {
+		fmt.Fprintf(&b, "hotlane: the kernel's dump at the exit:\n%s\n", e.Dump)
+	}
+	fmt.Fprintf(&b, "hotlane: scheduler exited: %s\n", e)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // exitRecord mirrors struct hl_exit_info in sched.bpf.c.
 type exitRecord struct {
 	Kind     int64

@@ -144,12 +144,9 @@ func schedRun(ctx context.Context, req sched.RunRequest, f *runFlags, stats *sta
 	if err != nil {
 		return 0, req.RunError(err, used)
 	}
-	fmt.Fprintf(os.Stderr, "hotlane: scheduler exited: %s\n", info)
+	info.WriteReport(os.Stderr)
 	if !info.IsError() {
 		return exitOK, nil
-	}
-	if info.Dump != "" {
-		fmt.Fprintf(os.Stderr, "hotlane: the kernel's dump at the exit:\n%s\n", info.Dump)
 	}
 	if req.GaveUp(info, used) {
 		fmt.Fprintf(os.Stderr, "hotlane: giving up after %d restarts\n", used)
