@@ -286,11 +286,25 @@ func CleanError(err error) string {
 // LastVerifierLine is the verifier log's last line that says something
 // (not the "processed N insns" summary): usually why it refused.
 func LastVerifierLine(log []string) string {
-	for i := len(log) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(log[i])
-		if l != "" && !strings.HasPrefix(l, "processed ") {
-			return l
-		}
+	if l := VerifierExcerpt(log, 1); len(l) == 1 {
+		return l[0]
 	}
 	return "(no verifier log)"
+}
+
+// VerifierExcerpt is the last n lines of a verifier log before its
+// closing statistics ("processed N insns ...", "verification time",
+// "stack depth"), so that it ends with the line that says why the program
+// was refused. Printed last, that line is what a reader (or a bench that
+// keeps a scheduler's last line) sees.
+func VerifierExcerpt(log []string, n int) []string {
+	end := len(log)
+	for end > 0 {
+		l := strings.TrimSpace(log[end-1])
+		if l != "" && !strings.HasPrefix(l, "processed ") && !strings.HasPrefix(l, "verification time ") && !strings.HasPrefix(l, "stack depth ") {
+			break
+		}
+		end--
+	}
+	return log[max(end-n, 0):end]
 }

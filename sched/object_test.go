@@ -3,6 +3,7 @@ package sched
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -217,5 +218,24 @@ func TestEveryObjectHasTheTypedObjects(t *testing.T) {
 		if err := spec.Assign(&specs); err == nil || !strings.Contains(err.Error(), "hl_device_open") {
 			t.Errorf("object %s: the device hooks stayed in the object of a policy without device matchers (%v)", name, err)
 		}
+	}
+}
+
+// A bench keeps a scheduler's last line of output as the reason it
+// failed: a verifier rejection must end with the verifier's reason, not
+// with its instruction count.
+func TestLoadErrorEndsWithTheVerifiersReason(t *testing.T) {
+	ve := &ebpf.VerifierError{Cause: errors.New("argument list too long"), Log: []string{
+		"; for (cpu = 0; cpu < nr_cpus; cpu++) @ sched.bpf.c:312",
+		"BPF program is too large. Processed 1000001 insn",
+		"processed 1000001 insns (limit 1000000) max_states_per_insn 4 total_states 12345 peak_states 999 mark_read 12",
+	}}
+	err := explainLoadError(fmt.Errorf("program hotlane_enqueue: %w", ve))
+	lines := strings.Split(err.Error(), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != ve.Log[1] {
+		t.Errorf("last line = %q, want %q; whole error:\n%v", last, ve.Log[1], err)
+	}
+	if !strings.HasPrefix(lines[0], "the kernel's verifier rejected the scheduler (program hotlane_enqueue") {
+		t.Errorf("first line = %q, want it to name the program", lines[0])
 	}
 }

@@ -603,15 +603,12 @@ func (s *Scheduler) Cost() ([]report.ProgramCost, error) {
 	return loader.Costs(s.coll.Programs)
 }
 
-// explainLoadError keeps the verifier's last lines, which say what it
-// rejected, instead of the whole log.
+// explainLoadError keeps the verifier's last lines, ending with the one
+// that says what it rejected, instead of the whole log.
 func explainLoadError(err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
-		log := ve.Log
-		if len(log) > 24 {
-			log = log[len(log)-24:]
-		}
+		log := loader.VerifierExcerpt(ve.Log, 24)
 		// cilium/ebpf names the program before the verifier's words.
 		where, _, _ := strings.Cut(err.Error(), ": "+ve.Cause.Error())
 		return fmt.Errorf("the kernel's verifier rejected the scheduler (%s): %v\n  %s", where, ve.Cause, strings.Join(log, "\n  "))

@@ -78,11 +78,7 @@ func Load(pol Policy) (*Program, error) {
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			log := ve.Log
-			if len(log) > 8 {
-				log = log[len(log)-8:]
-			}
-			return nil, fmt.Errorf("the kernel's verifier rejected the XDP program: %v\n  %s", ve.Cause, strings.Join(log, "\n  "))
+			return nil, fmt.Errorf("the kernel's verifier rejected the XDP program: %v\n  %s", ve.Cause, strings.Join(loader.VerifierExcerpt(ve.Log, 8), "\n  "))
 		}
 		if errors.Is(err, os.ErrPermission) {
 			return nil, fmt.Errorf("load XDP program: %w (needs CAP_BPF and CAP_NET_ADMIN)", err)
