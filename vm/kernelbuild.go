@@ -169,28 +169,40 @@ func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Wri
 	}
 	fmt.Fprintf(log, "hotlane vm: built %s in %s (%d build steps)\n", name, time.Since(began).Round(time.Second), steps)
 
-	stage, err := os.MkdirTemp(filepath.Join(cacheDir, "kernels"), "build-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(stage)
-	// Moved, not copied: vmlinux with DWARF is hundreds of MB, and the
-	// objects go once the kernel is cached.
-	for _, f := range [][2]string{{"arch/x86/boot/bzImage", "vmlinuz"}, {"vmlinux", "vmlinux"}, {".config", "config"}} {
-		if err := os.Rename(filepath.Join(build, f[0]), filepath.Join(stage, f[1])); err != nil {
-			return nil, err
-		}
-	}
-	dir := kernelDir(cacheDir, name)
-	os.RemoveAll(dir)
-	if err := os.Rename(stage, dir); err != nil {
-		return nil, err
+	if err := installBuiltKernel(cacheDir, build, name); err != nil {
+		return nil, fmt.Errorf("cache %s: %w", name, err)
 	}
 	// The objects are 2 GB or more; the tree stays for the sched_ext
 	// examples (scx_simple) built against this kernel.
 	os.RemoveAll(build)
 	k, _ := cachedKernel(cacheDir, suite, name)
 	return k, nil
+}
+
+// installBuiltKernel moves what a kernel build made (bzImage, vmlinux and
+// .config) into the cache as kernels/NAME, whole or not at all. Moved, not
+// copied: vmlinux with DWARF is hundreds of MB, and the objects go once
+// the kernel is cached.
+func installBuiltKernel(cacheDir, build, name string) error {
+	kernels := filepath.Join(cacheDir, "kernels")
+	// A fresh cache has no kernels/ yet when a build is the first kernel
+	// it gets: a 35-minute build was lost at this step that way.
+	if err := os.MkdirAll(kernels, 0o755); err != nil {
+		return err
+	}
+	stage, err := os.MkdirTemp(kernels, "build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	for _, f := range [][2]string{{"arch/x86/boot/bzImage", "vmlinuz"}, {"vmlinux", "vmlinux"}, {".config", "config"}} {
+		if err := os.Rename(filepath.Join(build, f[0]), filepath.Join(stage, f[1])); err != nil {
+			return err
+		}
+	}
+	dir := kernelDir(cacheDir, name)
+	os.RemoveAll(dir)
+	return os.Rename(stage, dir)
 }
 
 // followBuild reads the build's output, prints how far it got every 30

@@ -63,6 +63,34 @@ func TestCachedBuiltKernel(t *testing.T) {
 	}
 }
 
+// A build is cached whole in a cache that has no kernels/ yet (a fresh
+// one), and becomes the series' cached build.
+func TestInstallBuiltKernelIntoAFreshCache(t *testing.T) {
+	cache, build := t.TempDir(), t.TempDir()
+	files := map[string]string{"arch/x86/boot/bzImage": "bz", "vmlinux": "elf", ".config": "CONFIG_HZ=250"}
+	for f, body := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(build, f)), 0o755)
+		if err := os.WriteFile(filepath.Join(build, f), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := installBuiltKernel(cache, build, "linux-hotlane-7.3.4-1"); err != nil {
+		t.Fatal(err)
+	}
+	k, ok := cachedBuiltKernel(cache, "trixie", "7.3")
+	if !ok {
+		t.Fatal("the installed build is not cached")
+	}
+	for path, want := range map[string]string{k.Vmlinuz: "bz", k.Vmlinux: "elf"} {
+		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(cache, "kernels", "build-*")); len(left) > 0 {
+		t.Errorf("staging directories left behind: %v", left)
+	}
+}
+
 // A configuration that lost an option to a missing dependency is refused
 // by name.
 func TestCheckKernelConfig(t *testing.T) {
