@@ -77,6 +77,7 @@ var ErrKernelNotFound = errors.New("kernel image not found")
 //	SUITE                       the newest linux-binary-*-cloud-amd64 of a Debian suite
 //	SUITE/PACKAGE               that package from that suite
 //	SUITE/linux-source-X.Y      built here from that source (about 40 minutes)
+//	SUITE/linux-source-X.Y,hz=N the same at another tick rate (100, 250, 300, 1000; 250 without)
 //
 // Progress goes to log.
 func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*Kernel, error) {
@@ -95,8 +96,11 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 		return k, nil
 	}
 	suite, pkg, _ := strings.Cut(spec, "/")
-	if sourcePackageRE.MatchString(pkg) {
-		return buildKernel(ctx, cacheDir, suite, pkg, log)
+	if b, ok, err := parseSourceBuild(pkg); ok {
+		if err != nil {
+			return nil, err
+		}
+		return buildKernel(ctx, cacheDir, suite, b, log)
 	}
 	if pkg != "" {
 		if k, ok := cachedKernel(cacheDir, suite, pkg); ok {
@@ -148,6 +152,12 @@ func CheckKernelSpec(spec string) error {
 	suite, pkg, hasPkg := strings.Cut(spec, "/")
 	if !validSuite(suite) {
 		return fmt.Errorf("%w %q in --kernel %q: use one of %s, SUITE/PACKAGE, a kernel of the test matrix (%s), or a vmlinuz path", ErrUnknownSuite, suite, spec, strings.Join(knownSuites(), ", "), strings.Join(slices.Sorted(maps.Keys(NamedKernels)), ", "))
+	}
+	if _, ok, err := parseSourceBuild(pkg); ok {
+		if err != nil {
+			return fmt.Errorf("--kernel %q: %w", spec, err)
+		}
+		return nil
 	}
 	if hasPkg && !debianPackageName.MatchString(pkg) {
 		return fmt.Errorf("--kernel %q: %q is not a Debian package name; write SUITE/PACKAGE, e.g. %s", spec, pkg, DefaultKernel)

@@ -3,6 +3,7 @@ package vm
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +27,75 @@ import (
 // sourcePackageRE matches a linux-source package name and takes its series.
 var sourcePackageRE = regexp.MustCompile(`^linux-source-(\d+\.\d+)$`)
 
+// sourceBuild is what a SUITE/linux-source-X.Y[,hz=N] spec asks to build.
+type sourceBuild struct {
+	pkg    string // linux-source-X.Y
+	series string // X.Y
+	hz     int    // the kernel's tick rate, CONFIG_HZ
+}
+
+// defaultKernelHZ is the tick rate of a kernel built here unless the spec
+// names another: Debian's.
+const defaultKernelHZ = 250
+
+// kernelHZs are the tick rates Kconfig offers (HZ_100 ... HZ_1000).
+var kernelHZs = []int{100, 250, 300, 1000}
+
+// ErrBadKernelHZ is returned for a hz= that Kconfig does not offer.
+var ErrBadKernelHZ = errors.New("not a tick rate the kernel can be built with")
+
+// parseSourceBuild reads PACKAGE of a SUITE/PACKAGE spec: ok is false
+// when it is not a linux-source package. The tick rate matters to a
+// sched_ext scheduler: it ends a slice only at a tick, where EEVDF ends
+// one by a high-resolution timer (docs/results.md, 2026-11-28).
+func parseSourceBuild(pkg string) (b sourceBuild, ok bool, err error) {
+	name, opt, hasOpt := strings.Cut(pkg, ",")
+	m := sourcePackageRE.FindStringSubmatch(name)
+	if m == nil {
+		return sourceBuild{}, false, nil
+	}
+	b = sourceBuild{pkg: name, series: m[1], hz: defaultKernelHZ}
+	if !hasOpt {
+		return b, true, nil
+	}
+	v, found := strings.CutPrefix(opt, "hz=")
+	if !found {
+		return b, true, fmt.Errorf("%q is not an option of a kernel built from source; the one option is hz=N, e.g. %s,hz=1000", opt, name)
+	}
+	for _, hz := range kernelHZs {
+		if v == fmt.Sprint(hz) {
+			b.hz = hz
+			return b, true, nil
+		}
+	}
+	return b, true, fmt.Errorf("hz=%s: %w; use 100, 250, 300 or 1000", v, ErrBadKernelHZ)
+}
+
+// builtName is the cache name of the build of a source version, e.g.
+// linux-hotlane-6.12.57-1, or linux-hotlane-hz1000-6.12.57-1 at another
+// tick rate than the default.
+func (b sourceBuild) builtName(version string) string {
+	return b.namePrefix() + version
+}
+
+func (b sourceBuild) namePrefix() string {
+	if b.hz == defaultKernelHZ {
+		return builtKernelPrefix
+	}
+	return fmt.Sprintf("%shz%d-", builtKernelPrefix, b.hz)
+}
+
+// configOptions are kernelBuildOptions with the build's tick rate chosen.
+func (b sourceBuild) configOptions() []string {
+	opts := slices.Clone(kernelBuildOptions)
+	for _, hz := range kernelHZs {
+		if hz != b.hz {
+			opts = append(opts, "-d", fmt.Sprintf("HZ_%d", hz))
+		}
+	}
+	return append(opts, "-e", fmt.Sprintf("HZ_%d", b.hz))
+}
+
 // builtKernelPrefix names a kernel built here in the cache (kernels/) and
 // in Kernel.Name: linux-hotlane-<Debian version of its source>, e.g.
 // linux-hotlane-6.12.57-1.
@@ -35,8 +106,11 @@ const builtKernelPrefix = "linux-hotlane-"
 // sched_ext kernel needs BPF with its JIT and BTF (so DWARF); the tracer
 // and probes need tracepoints, kprobes, fprobe and fentry; the tests need
 // cgroups with cpusets, NVMe (the DMA probe) and veth with namespaces (the
-// XDP probe). HZ=250 and voluntary preemption as Debian's cloud kernels
-// have, so that figures compare.
+// XDP probe). Voluntary preemption as Debian's 6.12 kernels have; Kconfig
+// offers it only where the architecture has no lazy preemption, so a
+// 7.x build gets lazy preemption, as Debian's 7.x cloud kernels run. The
+// tick rate is the spec's (sourceBuild.configOptions), 250 Hz unless
+// said.
 var kernelBuildOptions = []string{
 	"-e", "BPF", "-e", "BPF_SYSCALL", "-e", "BPF_JIT", "-e", "BPF_JIT_ALWAYS_ON",
 	"-d", "DEBUG_INFO_NONE", "-e", "DEBUG_INFO", "-e", "DEBUG_INFO_DWARF5",
@@ -49,7 +123,7 @@ var kernelBuildOptions = []string{
 	"-e", "CGROUPS", "-e", "CGROUP_SCHED", "-e", "CPUSETS", "-e", "CGROUP_BPF",
 	"-e", "IRQ_TIME_ACCOUNTING", "-e", "SCHEDSTATS",
 	"-e", "BLK_DEV_NVME", "-e", "VETH", "-e", "NET_NS", "-e", "TUN",
-	"-d", "HZ_1000", "-e", "HZ_250", "-d", "PREEMPT_NONE", "-e", "PREEMPT_VOLUNTARY",
+	"-d", "PREEMPT_NONE", "-e", "PREEMPT_VOLUNTARY",
 	"-d", "MODULES",
 }
 
@@ -65,10 +139,10 @@ var kernelBuildTools = [][2]string{
 	{"pahole", "dwarves"}, {"xz", "xz-utils"}, {"perl", "perl"},
 }
 
-// cachedBuiltKernel returns the newest kernel built here from the source
-// series, if any.
-func cachedBuiltKernel(cacheDir, suite, series string) (*Kernel, bool) {
-	dirs, _ := filepath.Glob(filepath.Join(cacheDir, "kernels", builtKernelPrefix+series+".*"))
+// cachedBuiltKernel returns the newest kernel built here as b asks, if
+// any.
+func cachedBuiltKernel(cacheDir, suite string, b sourceBuild) (*Kernel, bool) {
+	dirs, _ := filepath.Glob(filepath.Join(cacheDir, "kernels", b.namePrefix()+b.series+".*"))
 	var best *Kernel
 	for _, d := range dirs {
 		if k, ok := cachedKernel(cacheDir, suite, filepath.Base(d)); ok && (best == nil || versionLess(best.Name, k.Name)) {
@@ -82,9 +156,9 @@ func cachedBuiltKernel(cacheDir, suite, series string) (*Kernel, bool) {
 // the VM (kernelBuildOptions), builds bzImage and caches it with its
 // vmlinux. It takes long (the closing message says how long): progress
 // goes to log every half minute.
-func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Writer) (*Kernel, error) {
-	series := sourcePackageRE.FindStringSubmatch(srcPkg)[1]
-	if k, ok := cachedBuiltKernel(cacheDir, suite, series); ok {
+func buildKernel(ctx context.Context, cacheDir, suite string, b sourceBuild, log io.Writer) (*Kernel, error) {
+	srcPkg, series := b.pkg, b.series
+	if k, ok := cachedBuiltKernel(cacheDir, suite, b); ok {
 		return k, nil
 	}
 	var missing []string
@@ -102,7 +176,7 @@ func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Wri
 	}
 	// linux-source-6.12_6.12.57-1_all.deb: the version names the build.
 	version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(deb), srcPkg+"_"), "_all.deb")
-	name := builtKernelPrefix + version
+	name := b.builtName(version)
 	if !strings.HasPrefix(version, series+".") {
 		return nil, fmt.Errorf("%s: version %q is not of series %s", deb, version, series)
 	}
@@ -135,19 +209,19 @@ func buildKernel(ctx context.Context, cacheDir, suite, srcPkg string, log io.Wri
 		cmd.Env = append(os.Environ(), "KBUILD_BUILD_USER=hotlane", "KBUILD_BUILD_HOST=hotlane", "LOCALVERSION=-hotlane")
 		return cmd
 	}
-	fmt.Fprintf(log, "hotlane vm: configuring %s for the VM (x86_64_defconfig, kvm_guest.config, sched_ext, BTF, tracing)\n", name)
+	fmt.Fprintf(log, "hotlane vm: configuring %s for the VM (x86_64_defconfig, kvm_guest.config, sched_ext, BTF, tracing, %d Hz)\n", name, b.hz)
 	if out, err := mk("x86_64_defconfig", "kvm_guest.config").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("configure %s: %v: %s", name, err, lastLines(string(out), 10))
 	}
 	config := filepath.Join(build, ".config")
-	cfg := exec.CommandContext(ctx, filepath.Join(tree, "scripts/config"), append([]string{"--file", config}, kernelBuildOptions...)...)
+	cfg := exec.CommandContext(ctx, filepath.Join(tree, "scripts/config"), append([]string{"--file", config}, b.configOptions()...)...)
 	if out, err := cfg.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("configure %s: scripts/config: %v: %s", name, err, lastLines(string(out), 10))
 	}
 	if out, err := mk("olddefconfig").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("configure %s: olddefconfig: %v: %s", name, err, lastLines(string(out), 10))
 	}
-	if err := checkKernelConfig(config, kernelMustHave); err != nil {
+	if err := checkKernelConfig(config, append(slices.Clone(kernelMustHave), fmt.Sprintf("CONFIG_HZ_%d", b.hz))); err != nil {
 		return nil, fmt.Errorf("configure %s: %w", name, err)
 	}
 

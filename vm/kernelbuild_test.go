@@ -3,6 +3,7 @@ package vm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -40,10 +41,62 @@ func TestBuiltKernelSource(t *testing.T) {
 	}
 }
 
+// A source spec may ask for a tick rate; the build is configured with it
+// alone, and a rate Kconfig does not offer is refused before anything is
+// fetched.
+func TestSourceBuildTickRate(t *testing.T) {
+	for _, tc := range []struct {
+		pkg    string
+		ok     bool
+		hz     int
+		errIs  error
+		errHas string
+	}{
+		{pkg: "linux-source-7.3", ok: true, hz: 250},
+		{pkg: "linux-source-7.3,hz=1000", ok: true, hz: 1000},
+		{pkg: "linux-source-6.12,hz=100", ok: true, hz: 100},
+		{pkg: "linux-source-7.3,hz=500", ok: true, errIs: ErrBadKernelHZ},
+		{pkg: "linux-source-7.3,preempt=full", ok: true, errHas: "the one option is hz=N"},
+		{pkg: "linux-binary-7.3.4+deb13-cloud-amd64", ok: false},
+	} {
+		b, ok, err := parseSourceBuild(tc.pkg)
+		if ok != tc.ok {
+			t.Errorf("%s: taken for a source build: %v, want %v", tc.pkg, ok, tc.ok)
+			continue
+		}
+		switch {
+		case tc.errIs != nil || tc.errHas != "":
+			if err == nil || (tc.errIs != nil && !errors.Is(err, tc.errIs)) || !strings.Contains(err.Error(), tc.errHas) {
+				t.Errorf("%s: error %v, want %v %q", tc.pkg, err, tc.errIs, tc.errHas)
+			}
+			if cerr := CheckKernelSpec("trixie/" + tc.pkg); cerr == nil {
+				t.Errorf("CheckKernelSpec(trixie/%s) passed", tc.pkg)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.pkg, err)
+		case tc.ok && b.hz != tc.hz:
+			t.Errorf("%s: %d Hz, want %d", tc.pkg, b.hz, tc.hz)
+		case tc.ok:
+			if cerr := CheckKernelSpec("trixie/" + tc.pkg); cerr != nil {
+				t.Errorf("CheckKernelSpec(trixie/%s): %v", tc.pkg, cerr)
+			}
+		}
+	}
+
+	opts := strings.Join(sourceBuild{pkg: "linux-source-7.3", series: "7.3", hz: 1000}.configOptions(), " ")
+	if !strings.HasSuffix(opts, "-d HZ_100 -d HZ_250 -d HZ_300 -e HZ_1000") {
+		t.Errorf("1000 Hz build options end %q", opts[max(len(opts)-60, 0):])
+	}
+	if strings.Count(opts, "HZ_") != 4 {
+		t.Errorf("options name a tick rate other than through configOptions: %s", opts)
+	}
+}
+
 // The newest cached build of a series is used, and only a complete one.
 func TestCachedBuiltKernel(t *testing.T) {
 	cache := t.TempDir()
-	if _, ok := cachedBuiltKernel(cache, "trixie", "6.12"); ok {
+	at250 := sourceBuild{pkg: "linux-source-6.12", series: "6.12", hz: defaultKernelHZ}
+	if _, ok := cachedBuiltKernel(cache, "trixie", at250); ok {
 		t.Fatal("an empty cache has a built kernel")
 	}
 	for _, name := range []string{"linux-hotlane-6.12.9-1", "linux-hotlane-6.12.117-1", "linux-hotlane-6.12.200-1"} {
@@ -54,12 +107,26 @@ func TestCachedBuiltKernel(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "vmlinux"), nil, 0o644)
 		}
 	}
-	k, ok := cachedBuiltKernel(cache, "trixie", "6.12")
+	k, ok := cachedBuiltKernel(cache, "trixie", at250)
 	if !ok || k.Name != "linux-hotlane-6.12.117-1" || k.Suite != "trixie" {
 		t.Errorf("cached build = %+v, %v; want linux-hotlane-6.12.117-1 from trixie", k, ok)
 	}
-	if _, ok := cachedBuiltKernel(cache, "trixie", "6.1"); ok {
+	if _, ok := cachedBuiltKernel(cache, "trixie", sourceBuild{pkg: "linux-source-6.1", series: "6.1", hz: defaultKernelHZ}); ok {
 		t.Error("series 6.1 matched a 6.12 build")
+	}
+	at1000 := sourceBuild{pkg: "linux-source-6.12", series: "6.12", hz: 1000}
+	if k, ok := cachedBuiltKernel(cache, "trixie", at1000); ok {
+		t.Errorf("a 250 Hz build %s was taken for a 1000 Hz one", k.Name)
+	}
+	dir := filepath.Join(cache, "kernels", at1000.builtName("6.12.117-1"))
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "vmlinuz"), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, "vmlinux"), nil, 0o644)
+	if k, ok := cachedBuiltKernel(cache, "trixie", at1000); !ok || k.Name != "linux-hotlane-hz1000-6.12.117-1" {
+		t.Errorf("1000 Hz build = %+v, %v; want linux-hotlane-hz1000-6.12.117-1", k, ok)
+	}
+	if k, _ := cachedBuiltKernel(cache, "trixie", at250); k.Name != "linux-hotlane-6.12.117-1" {
+		t.Errorf("the 250 Hz build is now %s", k.Name)
 	}
 }
 
@@ -77,7 +144,7 @@ func TestInstallBuiltKernelIntoAFreshCache(t *testing.T) {
 	if err := installBuiltKernel(cache, build, "linux-hotlane-7.3.4-1"); err != nil {
 		t.Fatal(err)
 	}
-	k, ok := cachedBuiltKernel(cache, "trixie", "7.3")
+	k, ok := cachedBuiltKernel(cache, "trixie", sourceBuild{pkg: "linux-source-7.3", series: "7.3", hz: defaultKernelHZ})
 	if !ok {
 		t.Fatal("the installed build is not cached")
 	}

@@ -56,7 +56,7 @@ type vmFlags struct {
 
 func newVMFlags(fs *flag.FlagSet) *vmFlags {
 	f := &vmFlags{memory: "2G"}
-	f.kernel = fs.String("kernel", "", "kernel to boot: a kernel of the test matrix ("+strings.Join(slices.Sorted(maps.Keys(vm.NamedKernels)), ", ")+"), a vmlinuz path, a Debian suite (newest cloud kernel of it, e.g. sid), or SUITE/PACKAGE (default "+vm.DefaultKernel+")")
+	f.kernel = fs.String("kernel", "", "kernel to boot: a kernel of the test matrix ("+strings.Join(slices.Sorted(maps.Keys(vm.NamedKernels)), ", ")+"), a vmlinuz path, a Debian suite (newest cloud kernel of it, e.g. sid), or SUITE/PACKAGE; SUITE/linux-source-X.Y builds that source here (about 40 minutes, cached), at 250 Hz or at the tick rate of SUITE/linux-source-X.Y,hz=N (100, 300, 1000) (default "+vm.DefaultKernel+")")
 	f.cacheDir = fs.String("cache", "", "where kernels, apt state and the scx_simple build are kept; a directory of this user's that others cannot write to (default $HOTLANE_CACHE, else $XDG_CACHE_HOME/hotlane or ~/.cache/hotlane, else /var/cache/hotlane for root; never a shared directory such as /tmp)")
 	f.timeout = durationFlag(fs, "timeout", 5*time.Minute, time.Second, 0, "kill the guest after this long")
 	fs.Func("memory", "guest memory (qemu -m), a number of MiB or with a suffix: 512M, 2G (default 2G)", func(v string) error {
