@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hotlane/hotlane/report"
+	"github.com/hotlane/hotlane/sched"
 	"github.com/hotlane/hotlane/verify"
 )
 
@@ -186,6 +187,11 @@ type Report struct {
 	Verdict report.Verdict `json:"verdict"`
 	// Complete: every variant asked for ran to the end.
 	Complete bool `json:"complete"`
+	// Tick is the kernel's scheduler tick (0: unknown). A sched_ext
+	// scheduler ends a slice only at a tick, where EEVDF ends one by its
+	// own timer, so reports from kernels of other tick rates do not
+	// compare (docs/results.md, 2026-11-28).
+	Tick time.Duration `json:"tick_ns,omitempty"`
 }
 
 // Margins of ViewsAgree as the report applies them.
@@ -199,6 +205,7 @@ const (
 func NewReport(started time.Time, runs []Run, skipped []Skipped, baseline string, bounds []verify.Bound) *Report {
 	r := &Report{Header: report.NewHeader("bench", started),
 		Runs: runs, Skipped: skipped, Baseline: baseline, Pass: true, Complete: len(skipped) == 0}
+	r.Tick, _ = sched.Tick()
 	losses := report.Losses{}
 	for _, run := range runs {
 		if run.Failure != "" {
@@ -396,6 +403,9 @@ func ratioOf(a, b float64) string {
 // the views agree, and the verdict.
 func (r *Report) WriteText(w io.Writer) error {
 	out := report.NewWriter(w)
+	if r.Tick > 0 {
+		fmt.Fprintf(w, "kernel %s, tick %v (%d Hz): a sched_ext scheduler ends a slice only at a tick\n\n", r.Kernel, r.Tick, time.Second/r.Tick)
+	}
 	// An inference user reads tokens per second first.
 	if err := r.writeDecode(w); err != nil {
 		return err

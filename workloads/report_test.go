@@ -316,3 +316,28 @@ func TestReportSaysTimeToEnabled(t *testing.T) {
 		t.Errorf("enable line %q names EEVDF, which starts no scheduler", line)
 	}
 }
+
+// The tick decides when a sched_ext slice ends: the report names it, and
+// the kernel it was read on, before any figure.
+func TestReportNamesTheTick(t *testing.T) {
+	rep := NewReport(testStart, testRuns(), nil, ScxSimple, nil)
+	if rep.Tick <= 0 {
+		t.Fatalf("no tick read on this machine (%v)", rep.Tick)
+	}
+	rep.Kernel, rep.Tick = "7.3.4-hotlane", time.Millisecond
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(b.String(), "\n")
+	if want := "kernel 7.3.4-hotlane, tick 1ms (1000 Hz): a sched_ext scheduler ends a slice only at a tick"; first != want {
+		t.Errorf("first line %q, want %q", first, want)
+	}
+	var j strings.Builder
+	if err := rep.WriteJSON(&j); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(j.String(), `"tick_ns": 1000000`) {
+		t.Errorf("JSON lacks tick_ns: %s", j.String()[:min(len(j.String()), 400)])
+	}
+}
