@@ -96,10 +96,7 @@ func ResolveKernel(ctx context.Context, cacheDir, spec string, log io.Writer) (*
 		return k, nil
 	}
 	suite, pkg, _ := strings.Cut(spec, "/")
-	if b, ok, err := parseSourceBuild(pkg); ok {
-		if err != nil {
-			return nil, err
-		}
+	if b, ok, _ := parseSourceBuild(pkg); ok { // CheckKernelSpec refused a bad option above
 		return buildKernel(ctx, cacheDir, suite, b, log)
 	}
 	if pkg != "" {

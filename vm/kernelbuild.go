@@ -68,7 +68,7 @@ func parseSourceBuild(pkg string) (b sourceBuild, ok bool, err error) {
 			return b, true, nil
 		}
 	}
-	return b, true, fmt.Errorf("hz=%s: %w; use 100, 250, 300 or 1000", v, ErrBadKernelHZ)
+	return b, true, fmt.Errorf("hz=%s: %w; use one of %v", v, ErrBadKernelHZ, kernelHZs)
 }
 
 // builtName is the cache name of the build of a source version, e.g.
