@@ -8,7 +8,7 @@
  * This file holds the ops table and the callbacks; the policy is in
  * sched_ctx.bpf.h (settings, topology, per-CPU, per-LLC and per-task
  * contexts, queues, counters), sched_lane.bpf.h, sched_fair.bpf.h and
- * sched_guard.bpf.h. Tasks
+ * sched_guard.bpf.h, and cgroup cpu.max in sched_quota.bpf.h. Tasks
  * are classed by classify.bpf.h; high-priority classes form the lane. A
  * CPU serves, in order (hl_dispatch):
  *
@@ -30,6 +30,7 @@
 #include "sched_fair.bpf.h"
 #include "sched_lane.bpf.h"
 #include "sched_guard.bpf.h"
+#include "sched_quota.bpf.h"
 
 LICENSE("GPL");
 
@@ -59,6 +60,9 @@ s32 hl_select_cpu(u64 *ctx)
 	const volatile struct hl_class *c = class_get(cls);
 	bool idle = false;
 
+	/* A task of a cgroup out of quota goes no further than enqueue. */
+	if (quota_throttled(p, hl_now()))
+		return prev;
 	cpu = scx_bpf_select_cpu_dfl(p, prev, wake_flags, &idle);
 	if (idle) {
 		/*
@@ -206,6 +210,7 @@ int hl_enqueue(u64 *ctx)
 	const volatile struct hl_class *c;
 	struct hl_cpu_shared *on;
 	struct hl_task *t;
+	u64 now, until;
 	u32 cls;
 
 	/* The test knob is a load-time constant: off, no shared counter. */
@@ -213,6 +218,28 @@ int hl_enqueue(u64 *ctx)
 		n = __sync_fetch_and_add(&nr_enqueues, 1) + 1;
 		if (n == debug_error_after)
 			hl_error("debug: error injected after %llu enqueues", n);
+	}
+	/*
+	 * A task of a cgroup out of its cpu.max quota waits for the next
+	 * period, even one preempted with its slice unused. A task that may
+	 * not leave its CPU, or may run on one alone as a kthread, runs: the
+	 * kernel's work, and a queue only one CPU may serve.
+	 */
+	if (nr_quotas && !migration_disabled(p, enq_flags & HL_ENQ_REENQ ? 2 : 1) && !is_percpu_kthread(p) &&
+	    (until = quota_throttled(p, now = hl_now()))) {
+		quota_hold(p, until, enq_flags, now);
+		return 0;
+	}
+	/*
+	 * The last task of a CPU that has nothing else to run, its slice
+	 * used up: it runs on, as the kernel keeps it unless asked
+	 * (SCX_OPS_ENQ_LAST, which the loader asks for with cpu.max, so that
+	 * a task out of quota is held above, not kept).
+	 */
+	if (enq_flags & HL_ENQ_LAST) {
+		c = class_get(task_class(HL_TASK(p), task_ctx(p)));
+		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, enq_flags);
+		return 0;
 	}
 	t = task_ctx(p);
 	if (resume_preempted(p, t, enq_flags))
@@ -331,16 +358,19 @@ int hl_dispatch(u64 *ctx)
 	struct hl_cpu_own *o = own_get();
 	u32 llc = llc_of(cpu);
 	u64 now = hl_now();
+	/* Tasks whose cgroups' quota refilled go back to their queues first. */
+	int released = release_due(now) ? quota_release(now) : 0;
 	bool lane_here = scx_bpf_dsq_nr_queued(HL_DSQ_LANE(llc)) > 0;
 	bool lane_far = lane_llcs & ~(1ULL << (llc & 63));
-	const volatile struct hl_class *pc = lane_here ? NULL : requeued_prev(prev);
+	/* A task out of quota is not kept: the kernel requeues it, held. */
+	const volatile struct hl_class *pc = lane_here || (prev && quota_throttled(prev, now)) ? NULL : requeued_prev(prev);
 	bool keep_prev = pc && pc->high_priority;
 	bool fair_here = fair_waits(cpu, llc);
 	struct hl_task *t;
 	u64 slice;
 
 	if (!s || !o)
-		return 0;
+		return released;
 	if (!lane_here && (lane_llcs & (1ULL << (llc & 63))) && nr_llcs <= 64)
 		__sync_fetch_and_and(&lane_llcs, ~(1ULL << (llc & 63)));
 	if (!fair_here)
@@ -429,14 +459,20 @@ int hl_tick(u64 *ctx)
 
 	if (!s || !o)
 		return 0;
+	/* Out of quota: the slice ends, and the kernel requeues it, held. */
+	if (nr_quotas && quota_charge(p, o, hl_now())) {
+		p->scx.slice = 0;
+		return 0;
+	}
 	if (!o->lane) {
 		if (s->state == HL_CPU_FAIR && lane_waits(llc))
 			p->scx.slice = 0;
 		return 0;
 	}
-	if (p->scx.slice || scx_bpf_dsq_nr_queued(HL_DSQ_LANE(llc)) > 0)
-		return 0;
 	now = hl_now();
+	/* A release due is a dispatch's work: the slice ends for one. */
+	if (p->scx.slice || scx_bpf_dsq_nr_queued(HL_DSQ_LANE(llc)) > 0 || release_due(now))
+		return 0;
 	if (!fair_waits(cpu, llc) && scx_bpf_dsq_nr_queued(HL_DSQ_LOCAL) <= 0)
 		fair_served(o, s, now);
 	else if (lane_owed(o, s, now) >= starvation_ns)
@@ -479,6 +515,7 @@ int hl_running(u64 *ctx)
 	stat_class_inc(dispatched, cls);
 	now = hl_now();
 	s->started_at = now;
+	o->quota_from = now;
 	o->curr_pid = p->pid;
 	o->class_id = cls;
 	o->lane = c->high_priority;
@@ -525,7 +562,7 @@ int hl_stopping(u64 *ctx)
 	struct hl_cpu_shared *s = shared_of(cpu);
 	struct hl_cpu_own *o = own_get();
 	struct hl_task *t = task_ctx(p);
-	u64 used;
+	u64 now, used;
 
 	if (!s || !o)
 		return 0;
@@ -541,7 +578,9 @@ int hl_stopping(u64 *ctx)
 	if (!runnable)
 		task_class(HL_TASK(p), t);
 	s->state = HL_CPU_IDLE;
-	used = hl_now() - s->started_at;
+	now = hl_now();
+	used = now - s->started_at;
+	quota_charge(p, o, now);
 	if (o->lane)
 		o->lane_ns += used;
 	else if (t)
@@ -637,6 +676,9 @@ s32 hl_cgroup_init(u64 *ctx)
 	struct scx_cgroup_init_args *args = (void *)ctx[1];
 
 	cgroup_weight_set(cgrp, args->weight);
+#if HL_SCX_API >= 700
+	quota_set(cgroup_id(cgrp), args->bw_period_us, args->bw_quota_us, args->bw_burst_us);
+#endif
 	return 0;
 }
 
@@ -646,6 +688,7 @@ int hl_cgroup_exit(u64 *ctx)
 	u64 id = cgroup_id((struct cgroup *)ctx[0]);
 
 	bpf_map_delete_elem(&cgroup_weights, &id);
+	quota_forget(id);
 	return 0;
 }
 
@@ -655,6 +698,15 @@ int hl_cgroup_set_weight(u64 *ctx)
 	cgroup_weight_set((struct cgroup *)ctx[0], ctx[1]);
 	return 0;
 }
+
+#if HL_SCX_API >= 700
+SEC("struct_ops/hl_cgroup_set_bandwidth")
+int hl_cgroup_set_bandwidth(u64 *ctx)
+{
+	quota_set(cgroup_id((struct cgroup *)ctx[0]), ctx[1], ctx[2], ctx[3]);
+	return 0;
+}
+#endif
 
 SEC("struct_ops/hl_cgroup_move")
 int hl_cgroup_move(u64 *ctx)
@@ -742,7 +794,7 @@ int hl_cpu_offline(u64 *ctx)
 }
 
 /* The queues: per LLC a lane and a fair queue, per CPU a pinned queue,
- * each on its LLC's NUMA node; and each CPU's slice timer. */
+ * each on its LLC's NUMA node; the throttled queue and its timer. */
 SEC("struct_ops.s/hl_init")
 s32 hl_init(u64 *ctx)
 {
@@ -767,7 +819,10 @@ s32 hl_init(u64 *ctx)
 			return err;
 		}
 	}
-	return 0;
+	err = quota_init();
+	if (err)
+		hl_error("ready cpu.max's throttled queue and timer: %d", err);
+	return err;
 }
 
 SEC("struct_ops/hl_exit")
@@ -823,6 +878,9 @@ struct sched_ext_ops hotlane_ops = {
 	.cgroup_init = (void *)hl_cgroup_init,
 	.cgroup_exit = (void *)hl_cgroup_exit,
 	.cgroup_set_weight = (void *)hl_cgroup_set_weight,
+#if HL_SCX_API >= 700
+	.cgroup_set_bandwidth = (void *)hl_cgroup_set_bandwidth,
+#endif
 	.cgroup_move = (void *)hl_cgroup_move,
 	.cpu_online = (void *)hl_cpu_online,
 	.cpu_offline = (void *)hl_cpu_offline,

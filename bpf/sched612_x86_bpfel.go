@@ -71,6 +71,8 @@ const (
 	Sched612VarNrCpus                    = "nr_cpus"
 	Sched612VarNrEnqueues                = "nr_enqueues"
 	Sched612VarNrLlcs                    = "nr_llcs"
+	Sched612VarNrQuotas                  = "nr_quotas"
+	Sched612VarReleaseAt                 = "release_at"
 	Sched612VarStarvationNs              = "starvation_ns"
 )
 
@@ -183,6 +185,8 @@ type Sched612VariableSpecs struct {
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
+	NrQuotas                  *ebpf.VariableSpec `ebpf:"nr_quotas"`
+	ReleaseAt                 *ebpf.VariableSpec `ebpf:"release_at"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
 }
 
@@ -260,6 +264,8 @@ type Sched612Variables struct {
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
+	NrQuotas                  *ebpf.Variable `ebpf:"nr_quotas"`
+	ReleaseAt                 *ebpf.Variable `ebpf:"release_at"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
 }
 

@@ -71,6 +71,8 @@ const (
 	Sched613VarNrCpus                    = "nr_cpus"
 	Sched613VarNrEnqueues                = "nr_enqueues"
 	Sched613VarNrLlcs                    = "nr_llcs"
+	Sched613VarNrQuotas                  = "nr_quotas"
+	Sched613VarReleaseAt                 = "release_at"
 	Sched613VarStarvationNs              = "starvation_ns"
 )
 
@@ -183,6 +185,8 @@ type Sched613VariableSpecs struct {
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
+	NrQuotas                  *ebpf.VariableSpec `ebpf:"nr_quotas"`
+	ReleaseAt                 *ebpf.VariableSpec `ebpf:"release_at"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
 }
 
@@ -260,6 +264,8 @@ type Sched613Variables struct {
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
+	NrQuotas                  *ebpf.Variable `ebpf:"nr_quotas"`
+	ReleaseAt                 *ebpf.Variable `ebpf:"release_at"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
 }
 

@@ -24,10 +24,13 @@ const (
 	Sched700MapHlDevThreads              = "hl_dev_threads"
 	Sched700MapHlTasks                   = "hl_tasks"
 	Sched700MapHotlaneOps                = "hotlane_ops"
+	Sched700MapQuotas                    = "quotas"
+	Sched700MapReleaseTimer              = "release_timer"
 	Sched700MapStats                     = "stats"
 	Sched700ProgHlCgroupExit             = "hl_cgroup_exit"
 	Sched700ProgHlCgroupInit             = "hl_cgroup_init"
 	Sched700ProgHlCgroupMove             = "hl_cgroup_move"
+	Sched700ProgHlCgroupSetBandwidth     = "hl_cgroup_set_bandwidth"
 	Sched700ProgHlCgroupSetWeight        = "hl_cgroup_set_weight"
 	Sched700ProgHlCpuOffline             = "hl_cpu_offline"
 	Sched700ProgHlCpuOnline              = "hl_cpu_online"
@@ -71,6 +74,8 @@ const (
 	Sched700VarNrCpus                    = "nr_cpus"
 	Sched700VarNrEnqueues                = "nr_enqueues"
 	Sched700VarNrLlcs                    = "nr_llcs"
+	Sched700VarNrQuotas                  = "nr_quotas"
+	Sched700VarReleaseAt                 = "release_at"
 	Sched700VarStarvationNs              = "starvation_ns"
 )
 
@@ -116,27 +121,28 @@ type Sched700Specs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type Sched700ProgramSpecs struct {
-	HlCgroupExit      *ebpf.ProgramSpec `ebpf:"hl_cgroup_exit"`
-	HlCgroupInit      *ebpf.ProgramSpec `ebpf:"hl_cgroup_init"`
-	HlCgroupMove      *ebpf.ProgramSpec `ebpf:"hl_cgroup_move"`
-	HlCgroupSetWeight *ebpf.ProgramSpec `ebpf:"hl_cgroup_set_weight"`
-	HlCpuOffline      *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
-	HlCpuOnline       *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
-	HlCpuRelease      *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
-	HlDeviceIoctl     *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
-	HlDeviceOpen      *ebpf.ProgramSpec `ebpf:"hl_device_open"`
-	HlDispatch        *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
-	HlEnqueue         *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
-	HlExit            *ebpf.ProgramSpec `ebpf:"hl_exit"`
-	HlInit            *ebpf.ProgramSpec `ebpf:"hl_init"`
-	HlInitTask        *ebpf.ProgramSpec `ebpf:"hl_init_task"`
-	HlQuiescent       *ebpf.ProgramSpec `ebpf:"hl_quiescent"`
-	HlRunnable        *ebpf.ProgramSpec `ebpf:"hl_runnable"`
-	HlRunning         *ebpf.ProgramSpec `ebpf:"hl_running"`
-	HlSelectCpu       *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
-	HlStopping        *ebpf.ProgramSpec `ebpf:"hl_stopping"`
-	HlTick            *ebpf.ProgramSpec `ebpf:"hl_tick"`
-	HlYield           *ebpf.ProgramSpec `ebpf:"hl_yield"`
+	HlCgroupExit         *ebpf.ProgramSpec `ebpf:"hl_cgroup_exit"`
+	HlCgroupInit         *ebpf.ProgramSpec `ebpf:"hl_cgroup_init"`
+	HlCgroupMove         *ebpf.ProgramSpec `ebpf:"hl_cgroup_move"`
+	HlCgroupSetBandwidth *ebpf.ProgramSpec `ebpf:"hl_cgroup_set_bandwidth"`
+	HlCgroupSetWeight    *ebpf.ProgramSpec `ebpf:"hl_cgroup_set_weight"`
+	HlCpuOffline         *ebpf.ProgramSpec `ebpf:"hl_cpu_offline"`
+	HlCpuOnline          *ebpf.ProgramSpec `ebpf:"hl_cpu_online"`
+	HlCpuRelease         *ebpf.ProgramSpec `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl        *ebpf.ProgramSpec `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen         *ebpf.ProgramSpec `ebpf:"hl_device_open"`
+	HlDispatch           *ebpf.ProgramSpec `ebpf:"hl_dispatch"`
+	HlEnqueue            *ebpf.ProgramSpec `ebpf:"hl_enqueue"`
+	HlExit               *ebpf.ProgramSpec `ebpf:"hl_exit"`
+	HlInit               *ebpf.ProgramSpec `ebpf:"hl_init"`
+	HlInitTask           *ebpf.ProgramSpec `ebpf:"hl_init_task"`
+	HlQuiescent          *ebpf.ProgramSpec `ebpf:"hl_quiescent"`
+	HlRunnable           *ebpf.ProgramSpec `ebpf:"hl_runnable"`
+	HlRunning            *ebpf.ProgramSpec `ebpf:"hl_running"`
+	HlSelectCpu          *ebpf.ProgramSpec `ebpf:"hl_select_cpu"`
+	HlStopping           *ebpf.ProgramSpec `ebpf:"hl_stopping"`
+	HlTick               *ebpf.ProgramSpec `ebpf:"hl_tick"`
+	HlYield              *ebpf.ProgramSpec `ebpf:"hl_yield"`
 }
 
 // Sched700MapSpecs contains maps before they are loaded into the kernel.
@@ -151,6 +157,8 @@ type Sched700MapSpecs struct {
 	HlDevThreads  *ebpf.MapSpec `ebpf:"hl_dev_threads"`
 	HlTasks       *ebpf.MapSpec `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.MapSpec `ebpf:"hotlane_ops"`
+	Quotas        *ebpf.MapSpec `ebpf:"quotas"`
+	ReleaseTimer  *ebpf.MapSpec `ebpf:"release_timer"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -183,6 +191,8 @@ type Sched700VariableSpecs struct {
 	NrCpus                    *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
+	NrQuotas                  *ebpf.VariableSpec `ebpf:"nr_quotas"`
+	ReleaseAt                 *ebpf.VariableSpec `ebpf:"release_at"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
 }
 
@@ -214,6 +224,8 @@ type Sched700Maps struct {
 	HlDevThreads  *ebpf.Map `ebpf:"hl_dev_threads"`
 	HlTasks       *ebpf.Map `ebpf:"hl_tasks"`
 	HotlaneOps    *ebpf.Map `ebpf:"hotlane_ops"`
+	Quotas        *ebpf.Map `ebpf:"quotas"`
+	ReleaseTimer  *ebpf.Map `ebpf:"release_timer"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 }
 
@@ -227,6 +239,8 @@ func (m *Sched700Maps) Close() error {
 		m.HlDevThreads,
 		m.HlTasks,
 		m.HotlaneOps,
+		m.Quotas,
+		m.ReleaseTimer,
 		m.Stats,
 	)
 }
@@ -260,6 +274,8 @@ type Sched700Variables struct {
 	NrCpus                    *ebpf.Variable `ebpf:"nr_cpus"`
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
+	NrQuotas                  *ebpf.Variable `ebpf:"nr_quotas"`
+	ReleaseAt                 *ebpf.Variable `ebpf:"release_at"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
 }
 
@@ -267,27 +283,28 @@ type Sched700Variables struct {
 //
 // It can be passed to LoadSched700Objects or ebpf.CollectionSpec.LoadAndAssign.
 type Sched700Programs struct {
-	HlCgroupExit      *ebpf.Program `ebpf:"hl_cgroup_exit"`
-	HlCgroupInit      *ebpf.Program `ebpf:"hl_cgroup_init"`
-	HlCgroupMove      *ebpf.Program `ebpf:"hl_cgroup_move"`
-	HlCgroupSetWeight *ebpf.Program `ebpf:"hl_cgroup_set_weight"`
-	HlCpuOffline      *ebpf.Program `ebpf:"hl_cpu_offline"`
-	HlCpuOnline       *ebpf.Program `ebpf:"hl_cpu_online"`
-	HlCpuRelease      *ebpf.Program `ebpf:"hl_cpu_release"`
-	HlDeviceIoctl     *ebpf.Program `ebpf:"hl_device_ioctl"`
-	HlDeviceOpen      *ebpf.Program `ebpf:"hl_device_open"`
-	HlDispatch        *ebpf.Program `ebpf:"hl_dispatch"`
-	HlEnqueue         *ebpf.Program `ebpf:"hl_enqueue"`
-	HlExit            *ebpf.Program `ebpf:"hl_exit"`
-	HlInit            *ebpf.Program `ebpf:"hl_init"`
-	HlInitTask        *ebpf.Program `ebpf:"hl_init_task"`
-	HlQuiescent       *ebpf.Program `ebpf:"hl_quiescent"`
-	HlRunnable        *ebpf.Program `ebpf:"hl_runnable"`
-	HlRunning         *ebpf.Program `ebpf:"hl_running"`
-	HlSelectCpu       *ebpf.Program `ebpf:"hl_select_cpu"`
-	HlStopping        *ebpf.Program `ebpf:"hl_stopping"`
-	HlTick            *ebpf.Program `ebpf:"hl_tick"`
-	HlYield           *ebpf.Program `ebpf:"hl_yield"`
+	HlCgroupExit         *ebpf.Program `ebpf:"hl_cgroup_exit"`
+	HlCgroupInit         *ebpf.Program `ebpf:"hl_cgroup_init"`
+	HlCgroupMove         *ebpf.Program `ebpf:"hl_cgroup_move"`
+	HlCgroupSetBandwidth *ebpf.Program `ebpf:"hl_cgroup_set_bandwidth"`
+	HlCgroupSetWeight    *ebpf.Program `ebpf:"hl_cgroup_set_weight"`
+	HlCpuOffline         *ebpf.Program `ebpf:"hl_cpu_offline"`
+	HlCpuOnline          *ebpf.Program `ebpf:"hl_cpu_online"`
+	HlCpuRelease         *ebpf.Program `ebpf:"hl_cpu_release"`
+	HlDeviceIoctl        *ebpf.Program `ebpf:"hl_device_ioctl"`
+	HlDeviceOpen         *ebpf.Program `ebpf:"hl_device_open"`
+	HlDispatch           *ebpf.Program `ebpf:"hl_dispatch"`
+	HlEnqueue            *ebpf.Program `ebpf:"hl_enqueue"`
+	HlExit               *ebpf.Program `ebpf:"hl_exit"`
+	HlInit               *ebpf.Program `ebpf:"hl_init"`
+	HlInitTask           *ebpf.Program `ebpf:"hl_init_task"`
+	HlQuiescent          *ebpf.Program `ebpf:"hl_quiescent"`
+	HlRunnable           *ebpf.Program `ebpf:"hl_runnable"`
+	HlRunning            *ebpf.Program `ebpf:"hl_running"`
+	HlSelectCpu          *ebpf.Program `ebpf:"hl_select_cpu"`
+	HlStopping           *ebpf.Program `ebpf:"hl_stopping"`
+	HlTick               *ebpf.Program `ebpf:"hl_tick"`
+	HlYield              *ebpf.Program `ebpf:"hl_yield"`
 }
 
 func (p *Sched700Programs) Close() error {
@@ -295,6 +312,7 @@ func (p *Sched700Programs) Close() error {
 		p.HlCgroupExit,
 		p.HlCgroupInit,
 		p.HlCgroupMove,
+		p.HlCgroupSetBandwidth,
 		p.HlCgroupSetWeight,
 		p.HlCpuOffline,
 		p.HlCpuOnline,

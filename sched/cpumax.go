@@ -16,11 +16,11 @@ type Quota struct {
 
 // CPUQuotas lists the cgroups under root, the cgroup v2 mount
 // (policy.CgroupRoot), whose cpu.max sets a quota. sched_ext does not
-// apply cpu.max to the tasks a BPF scheduler runs (from 6.17 it passes
+// apply cpu.max to the tasks a BPF scheduler runs; from 6.17 it passes
 // the limits on, as ops.cgroup_set_bandwidth, for the scheduler to
-// enforce), and hotlane does not enforce them: while it runs, those tasks
-// may use more CPU than cpu.max allows, which the user should hear about
-// before relying on it. Only the branches where the cpu controller is
+// enforce, which hotlane does on 7.1 and later (EnforcesCPUMax). On older
+// kernels those tasks may use more CPU than cpu.max allows while it runs,
+// which the user should hear about. Only the branches where the cpu controller is
 // enabled are walked (a cgroup has a cpu.max when its parent's
 // cgroup.subtree_control holds "cpu"). A missing or unreadable hierarchy
 // is no quota; cgroups that vanish during the walk are skipped. Quotas of
@@ -61,9 +61,16 @@ func enables(dir, controller string) bool {
 	return err == nil && slices.Contains(strings.Fields(string(data)), controller)
 }
 
-// QuotaNote says which cgroups' quotas a run will not enforce, the first
-// few by name, or "" for none.
-func QuotaNote(quotas []Quota) string {
+// EnforcesCPUMax reports whether the loaded scheduler enforces cgroup
+// cpu.max quotas: its object for 7.1 and later does
+// (bpf/include/sched_quota.bpf.h); the kernels the older objects run on
+// pass cpu.max on from 6.17 at the earliest, and those objects do not
+// take it.
+func (s *Scheduler) EnforcesCPUMax() bool { return s.Object == newestObject }
+
+// QuotaNote says which cgroups' quotas a run enforces, or will not, the
+// first few by name, or "" for none.
+func QuotaNote(quotas []Quota, enforced bool) string {
 	if len(quotas) == 0 {
 		return ""
 	}
@@ -79,6 +86,9 @@ func QuotaNote(quotas []Quota) string {
 	n := fmt.Sprintf("%d cgroups set a quota", len(quotas))
 	if len(quotas) == 1 {
 		n = "1 cgroup sets a quota"
+	}
+	if enforced {
+		return fmt.Sprintf("cpu.max is enforced (to within a tick per CPU in each period): %s: %s%s", n, strings.Join(list, ", "), more)
 	}
 	return fmt.Sprintf("cpu.max is not enforced for the tasks hotlane schedules: %s their tasks may exceed while it runs: %s%s",
 		n, strings.Join(list, ", "), more)

@@ -54,7 +54,7 @@ func TestCPUQuotas(t *testing.T) {
 }
 
 func TestQuotaNote(t *testing.T) {
-	if got := QuotaNote(nil); got != "" {
+	if got := QuotaNote(nil, false); got != "" {
 		t.Errorf("no quotas: %q, want nothing", got)
 	}
 	var qs []Quota
@@ -63,11 +63,15 @@ func TestQuotaNote(t *testing.T) {
 	}
 	want := "cpu.max is not enforced for the tasks hotlane schedules: 5 cgroups set a quota their tasks may exceed while it runs: " +
 		"/sys/fs/cgroup/a (50000 100000), /sys/fs/cgroup/b (50000 100000), /sys/fs/cgroup/c (50000 100000) and 2 more"
-	if got := QuotaNote(qs); got != want {
+	if got := QuotaNote(qs, false); got != want {
 		t.Errorf("note:\n got %q\nwant %q", got, want)
 	}
 	want = "cpu.max is not enforced for the tasks hotlane schedules: 1 cgroup sets a quota their tasks may exceed while it runs: /sys/fs/cgroup/a (50000 100000)"
-	if got := QuotaNote(qs[:1]); got != want {
+	if got := QuotaNote(qs[:1], false); got != want {
+		t.Errorf("note:\n got %q\nwant %q", got, want)
+	}
+	want = "cpu.max is enforced (to within a tick per CPU in each period): 1 cgroup sets a quota: /sys/fs/cgroup/a (50000 100000)"
+	if got := QuotaNote(qs[:1], true); got != want {
 		t.Errorf("note:\n got %q\nwant %q", got, want)
 	}
 }

@@ -21,7 +21,10 @@ import (
 func kernelBTF(t *testing.T, funcs ...string) *btf.Spec {
 	t.Helper()
 	u64 := &btf.Int{Name: "u64", Size: 8}
-	types := []btf.Type{&btf.Struct{Name: "sched_ext_ops", Size: 8, Members: []btf.Member{{Name: "flags", Type: u64}}}}
+	types := []btf.Type{
+		&btf.Struct{Name: "sched_ext_ops", Size: 8, Members: []btf.Member{{Name: "flags", Type: u64}}},
+		&btf.Enum{Name: "scx_ops_flags", Size: 8, Values: []btf.EnumValue{{Name: "SCX_OPS_ENQ_LAST", Value: 2}}},
+	}
 	for _, name := range funcs {
 		proto := &btf.FuncProto{Return: (*btf.Void)(nil), Params: []btf.FuncParam{{Name: "dsq_id", Type: u64}}}
 		types = append(types, &btf.Func{Name: name, Type: proto, Linkage: btf.GlobalFunc})
@@ -143,31 +146,32 @@ func TestObjectsNameOnlyTheirGenerationsKfuncs(t *testing.T) {
 }
 
 // The flags follow the kernel: ENQ_MIGRATION_DISABLED only where the enum
-// has it (a kernel without it rejects unknown flags), SWITCH_PARTIAL only
-// when asked, both read from BTF.
+// has it (a kernel without it rejects unknown flags), SWITCH_PARTIAL and
+// ENQ_LAST only when asked, all read from BTF.
 func TestOpsFlagsFollowTheKernel(t *testing.T) {
 	spec := func(values ...btf.EnumValue) *btf.Spec {
 		return btfSpec(t, &btf.Enum{Name: "scx_ops_flags", Size: 8, Values: values})
 	}
 	k614 := spec(btf.EnumValue{Name: "SCX_OPS_ENQ_EXITING", Value: 4}, btf.EnumValue{Name: "SCX_OPS_SWITCH_PARTIAL", Value: 8})
-	k617 := spec(btf.EnumValue{Name: "SCX_OPS_SWITCH_PARTIAL", Value: 8}, btf.EnumValue{Name: "SCX_OPS_ENQ_MIGRATION_DISABLED", Value: 16})
+	k617 := spec(btf.EnumValue{Name: "SCX_OPS_ENQ_LAST", Value: 2}, btf.EnumValue{Name: "SCX_OPS_SWITCH_PARTIAL", Value: 8}, btf.EnumValue{Name: "SCX_OPS_ENQ_MIGRATION_DISABLED", Value: 16})
 	for _, tc := range []struct {
-		name    string
-		kernel  *btf.Spec
-		partial bool
-		want    uint64
+		name             string
+		kernel           *btf.Spec
+		partial, enqLast bool
+		want             uint64
 	}{
-		{"6.14", k614, false, 0},
-		{"6.14 partial", k614, true, 8},
-		{"6.17", k617, false, 16},
-		{"6.17 partial", k617, true, 24},
+		{"6.14", k614, false, false, 0},
+		{"6.14 partial", k614, true, false, 8},
+		{"6.17", k617, false, false, 16},
+		{"6.17 partial", k617, true, false, 24},
+		{"7.x, cpu.max", k617, false, true, 18},
 	} {
-		got, err := opsFlags(tc.kernel, tc.partial)
+		got, err := opsFlags(tc.kernel, tc.partial, tc.enqLast)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: opsFlags = %#x, %v; want %#x", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := opsFlags(spec(btf.EnumValue{Name: "SCX_OPS_ENQ_EXITING", Value: 4}), true); !errors.Is(err, loader.ErrEnumNotFound) {
+	if _, err := opsFlags(spec(btf.EnumValue{Name: "SCX_OPS_ENQ_EXITING", Value: 4}), true, false); !errors.Is(err, loader.ErrEnumNotFound) {
 		t.Errorf("partial on a kernel without SWITCH_PARTIAL: %v, want ErrEnumNotFound", err)
 	}
 }

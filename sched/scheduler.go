@@ -384,7 +384,10 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec, topo *to
 		delete(spec.Programs, specs.DeviceIoctl.Name)
 	}
 
-	flags, err := opsFlags(kernel, cfg.Partial)
+	// An object that enforces cpu.max has the kernel ask it before it
+	// keeps a CPU's last task running, so that one out of quota is held.
+	_, quotas := spec.Programs["hl_cgroup_set_bandwidth"]
+	flags, err := opsFlags(kernel, cfg.Partial, quotas)
 	if err != nil {
 		return err
 	}
@@ -395,15 +398,23 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, kernel *btf.Spec, topo *to
 }
 
 // opsFlags returns sched_ext_ops.flags for the kernel: SWITCH_PARTIAL when
-// partial, and ENQ_MIGRATION_DISABLED where the kernel has it (6.15 on).
+// partial, ENQ_LAST when enqLast (cpu.max: the kernel would keep a CPU's
+// last task running whatever its quota), and ENQ_MIGRATION_DISABLED where
+// the kernel has it (6.15 on).
 // Without that flag, 6.15-6.18 queue every migration-disabled task on its
 // CPU without asking ops.enqueue, and to them the task cpu_release hands
 // back is one: a lane task preempted by an RT task would wait out the RT
 // task's burst (migration_disabled in sched_ctx.bpf.h tells the two apart).
-func opsFlags(kernel *btf.Spec, partial bool) (uint64, error) {
+func opsFlags(kernel *btf.Spec, partial, enqLast bool) (uint64, error) {
 	var flags uint64
-	if partial {
-		v, err := loader.EnumValue(kernel, "scx_ops_flags", "SCX_OPS_SWITCH_PARTIAL")
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"SCX_OPS_SWITCH_PARTIAL", partial}, {"SCX_OPS_ENQ_LAST", enqLast}} {
+		if !f.on {
+			continue
+		}
+		v, err := loader.EnumValue(kernel, "scx_ops_flags", f.name)
 		if err != nil {
 			return 0, err
 		}

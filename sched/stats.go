@@ -32,6 +32,7 @@ type statsRecord struct {
 	FairKept        uint64
 	FairAffine      uint64
 	FairPulls       uint64
+	Throttled       uint64
 }
 
 // ClassStats are one class's counters.
@@ -82,6 +83,9 @@ type Stats struct {
 	// in the waker's LLC and the waker's CPU preempted, as EEVDF's
 	// wake-affine pulls a wakee to its waker.
 	FairPulls uint64 `json:"fair_pulls"`
+	// Throttled counts tasks held until the next period because their
+	// cgroup, or one above it, had used its cpu.max quota.
+	Throttled uint64 `json:"throttled"`
 	// LaneQueued counts lane tasks that found no CPU to take (every one
 	// looked at ran the lane) and waited in their LLC's lane queue.
 	LaneQueued uint64 `json:"lane_queued"`
@@ -128,6 +132,7 @@ func (s *Scheduler) Stats() (Stats, error) {
 		sum.FairKept += r.FairKept
 		sum.FairAffine += r.FairAffine
 		sum.FairPulls += r.FairPulls
+		sum.Throttled += r.Throttled
 		sum.LaneQueued += r.LaneQueued
 		sum.LaneSteals += r.LaneSteals
 		sum.PinnedLocal += r.PinnedLocal
@@ -161,6 +166,7 @@ func (r statsRecord) stats(classes []string, now time.Time) Stats {
 		FairKept:        r.FairKept,
 		FairAffine:      r.FairAffine,
 		FairPulls:       r.FairPulls,
+		Throttled:       r.Throttled,
 		LaneQueued:      r.LaneQueued,
 		LaneSteals:      r.LaneSteals,
 		PinnedLocal:     r.PinnedLocal,
@@ -196,6 +202,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.FairKept -= prev.FairKept
 	d.FairAffine -= prev.FairAffine
 	d.FairPulls -= prev.FairPulls
+	d.Throttled -= prev.Throttled
 	d.LaneQueued -= prev.LaneQueued
 	d.LaneSteals -= prev.LaneSteals
 	d.PinnedLocal -= prev.PinnedLocal
@@ -215,6 +222,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	fmt.Fprintf(&b, " | preempt %d idle-kick %d guard %d kthread %d lane-kept %d fair-resumed %d rt-released %d fair-preempt %d fair-steal %d fair-kept %d fair-affine %d fair-pull %d lane-queued %d lane-steal %d pinned-local %d pinned-unserved %d",
 		s.PreemptKicks, s.IdleKicks, s.GuardDispatches, s.KthreadDirect, s.LaneKept, s.FairResumed, s.CPUReleased,
 		s.FairPreempts, s.FairSteals, s.FairKept, s.FairAffine, s.FairPulls, s.LaneQueued, s.LaneSteals, s.PinnedLocal, s.PinnedUnserved)
+	if s.Throttled > 0 {
+		fmt.Fprintf(&b, " throttled %d", s.Throttled)
+	}
 	if s.ClassifyUncached > 0 {
 		fmt.Fprintf(&b, " uncached-classify %d", s.ClassifyUncached)
 	}

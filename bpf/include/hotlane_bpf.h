@@ -203,6 +203,18 @@ static long (* const bpf_task_storage_delete)(void *map,
 					      struct task_struct *task) =
 	(void *)BPF_FUNC_task_storage_delete;
 
+/*
+ * Timers in map values (struct bpf_timer): initialised once with the map
+ * and a clock, given a callback (map, key, value), then started for nsecs
+ * from now.
+ */
+static long (* const bpf_timer_init)(struct bpf_timer *timer, void *map, __u64 flags) =
+	(void *)BPF_FUNC_timer_init;
+static long (* const bpf_timer_set_callback)(struct bpf_timer *timer, void *callback_fn) =
+	(void *)BPF_FUNC_timer_set_callback;
+static long (* const bpf_timer_start)(struct bpf_timer *timer, __u64 nsecs, __u64 flags) =
+	(void *)BPF_FUNC_timer_start;
+
 /* Debug output to /sys/kernel/tracing/trace_pipe; at most three arguments. */
 static long (* const bpf_trace_printk)(const char *fmt, __u32 fmt_size, ...) =
 	(void *)BPF_FUNC_trace_printk;

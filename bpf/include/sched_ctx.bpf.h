@@ -61,7 +61,12 @@ static __always_inline u32 llc_of(s32 cpu)
 
 static __always_inline const volatile struct hl_class *class_get(u32 id)
 {
-	return &hl_classes[id < HL_MAX_CLASSES ? id : HL_MAX_CLASSES - 1];
+	if (id >= HL_MAX_CLASSES)
+		id = HL_MAX_CLASSES - 1;
+	/* The mask stays: the verifier lost the check's bound on a copy of
+	 * id that a call kept in another register (hl_select_cpu). */
+	asm volatile("" : "+r"(id));
+	return &hl_classes[id & (HL_MAX_CLASSES - 1)];
 }
 
 /*
@@ -93,6 +98,7 @@ struct hl_cpu_own {
 	u32 lane;	/* it runs as a lane task */
 	u32 guard_turn;	/* the next fair task to run here is a guard turn */
 	s32 resumed_pid;	/* a preempted fair task put back in the local queue */
+	u64 quota_from;	/* the running task's time is charged to cpu.max from here */
 };
 
 struct {
@@ -215,6 +221,7 @@ struct hl_stats {
 	u64 fair_kept;	/* a fair task's slice ran out and its deadline kept its CPU */
 	u64 fair_affine;	/* fair sync wake-ups queued on the waker's CPU */
 	u64 fair_pulls;		/* fair wake-ups queued in the waker's LLC to preempt it */
+	u64 throttled;	/* tasks held because their cgroup used its cpu.max quota */
 };
 
 struct {

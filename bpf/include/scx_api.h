@@ -128,6 +128,7 @@ u64 scx_bpf_now(void) __ksym;
 #define HL_ENQ_WAKEUP	HL_ENUM(scx_enq_flags, SCX_ENQ_WAKEUP)
 #define HL_ENQ_PREEMPT	HL_ENUM(scx_enq_flags, SCX_ENQ_PREEMPT)
 #define HL_ENQ_REENQ	HL_ENUM(scx_enq_flags, SCX_ENQ_REENQ)
+#define HL_ENQ_LAST	HL_ENUM(scx_enq_flags, SCX_ENQ_LAST)
 #define HL_TASK_QUEUED	HL_ENUM(scx_ent_flags, SCX_TASK_QUEUED)
 #define HL_DEQ_SLEEP	HL_ENUM(scx_deq_flags, SCX_DEQ_SLEEP)
 #define HL_DSQ_GLOBAL	HL_ENUM(scx_dsq_id_flags, SCX_DSQ_GLOBAL)

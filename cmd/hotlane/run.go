@@ -122,11 +122,6 @@ func schedRun(ctx context.Context, req sched.RunRequest, f *runFlags, stats *sta
 	if *f.quiet {
 		text = nil
 	}
-	if root, err := policy.CgroupRoot(); err == nil {
-		if note := sched.QuotaNote(sched.CPUQuotas(root)); note != "" {
-			fmt.Fprintf(os.Stderr, "hotlane: note: %s\n", note)
-		}
-	}
 	cfg := req.Config(table)
 	opts := req.Options(text, stats.writer())
 	opts.Started = runStarted(req, p, sched.StarvationBound(cfg), stats)
@@ -180,6 +175,11 @@ func runStarted(req sched.RunRequest, p *policy.Policy, bound string, stats *sta
 		fmt.Fprintf(os.Stderr, "hotlane: starvation guard: %s\n", bound)
 		fmt.Fprintf(os.Stderr, "hotlane: cpus: %s\n", s.Topology)
 		fmt.Fprintf(os.Stderr, "hotlane: %s\n", s.Load)
+		if root, err := policy.CgroupRoot(); err == nil {
+			if note := sched.QuotaNote(sched.CPUQuotas(root), s.EnforcesCPUMax()); note != "" {
+				fmt.Fprintf(os.Stderr, "hotlane: %s\n", note)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,107 @@
+package sched_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hotlane/hotlane/policy"
+	"github.com/hotlane/hotlane/sched"
+	"github.com/hotlane/hotlane/vm/vmtest"
+)
+
+// cpu.max holds a cgroup to its quota under hotlane as under EEVDF: two
+// spinning threads, free to use both CPUs, in a child of a cgroup whose
+// cpu.max is 20 ms per 100 ms (a fifth of one CPU). The quota is the
+// parent's, so only the walk up the task's cgroups finds it. They get
+// 0.5-1.3x the quota (charged at ticks, a period runs over by up to a tick
+// per CPU and pays it back in the next), and once the quota is lifted,
+// more than twice it: the held tasks are let go.
+func TestGuestCPUMax(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const (
+		quota  = 20 * time.Millisecond
+		period = 100 * time.Millisecond
+		run    = 3 * time.Second
+	)
+	spin := startSpinner(t, spinnerSpec{threads: 2, cpu: -1})
+	parent := quotaCgroup(t, "hotlane-quota", spin.Process.Pid)
+	setCPUMax(t, parent, strconv.Itoa(int(quota/time.Microsecond))+" "+strconv.Itoa(int(period/time.Microsecond)))
+	// share is the spinners' CPU time over d, as a multiple of the quota.
+	share := func(scheduler string, d time.Duration) float64 {
+		time.Sleep(500 * time.Millisecond) // settled under this scheduler and quota
+		u0 := spinUse(t, spin.Process.Pid)
+		time.Sleep(d)
+		u1 := spinUse(t, spin.Process.Pid)
+		got := float64(u1.ran-u0.ran) / float64(d) / (float64(quota) / float64(period))
+		t.Logf("%s: the spinners got %.2fx the quota (%v in %v)", scheduler, got, (u1.ran - u0.ran).Round(time.Millisecond), d)
+		return got
+	}
+	share("EEVDF", run)
+	s := load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
+	if !s.EnforcesCPUMax() {
+		t.Skipf("object %s does not take cpu.max from the kernel (only 7.1+'s does)", s.Object)
+	}
+	before, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := share("hotlane", run); got < 0.5 || got > 1.3 {
+		t.Errorf("under hotlane the spinners got %.2fx their cgroup's quota, not 0.5-1.3x", got)
+	}
+	after, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := after.Sub(before)
+	t.Logf("hotlane: %d tasks held for their quota", d.Throttled)
+	if d.Throttled == 0 {
+		t.Errorf("no task was held for its quota (throttled %d)", d.Throttled)
+	}
+	setCPUMax(t, parent, "max")
+	if got := share("hotlane, quota lifted", time.Second); got < 2 {
+		t.Errorf("with the quota lifted the spinners got %.2fx it, not more than 2x: still held", got)
+	}
+	if got := readSysfs(t, "state"); got != "enabled" {
+		t.Errorf("sched_ext state %q after the quota test, want enabled", got)
+	}
+}
+
+// quotaCgroup makes a cgroup name with the cpu controller on, and a child
+// of it holding process pid; it returns the parent's directory.
+func quotaCgroup(t *testing.T, name string, pid int) string {
+	t.Helper()
+	root := "/sys/fs/cgroup"
+	parent := filepath.Join(root, name)
+	inner := filepath.Join(parent, "inner")
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
+		t.Fatalf("enable the cpu controller: %v", err)
+	}
+	for _, dir := range []string{parent, inner} {
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+	}
+	// Cleanups run newest first: the process leaves before the cgroups go.
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+		os.Remove(inner)
+		os.Remove(parent)
+	})
+	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
+		t.Fatalf("enable the cpu controller below %s: %v", parent, err)
+	}
+	if err := os.WriteFile(filepath.Join(inner, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatalf("move %d into %s: %v", pid, inner, err)
+	}
+	return parent
+}
+
+func setCPUMax(t *testing.T, dir, max string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "cpu.max"), []byte(max), 0o644); err != nil {
+		t.Fatalf("cpu.max = %s: %v", max, err)
+	}
+}
