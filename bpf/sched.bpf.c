@@ -227,7 +227,7 @@ int hl_enqueue(u64 *ctx)
 	 */
 	if (nr_quotas && !migration_disabled(p, enq_flags & HL_ENQ_REENQ ? 2 : 1) && !is_percpu_kthread(p) &&
 	    (until = quota_throttled(p, now = hl_now()))) {
-		quota_hold(p, until, enq_flags, now);
+		quota_hold(p, class_get(task_class(HL_TASK(p), task_ctx(p)))->slice_ns, until, enq_flags, now);
 		return 0;
 	}
 	/*
@@ -236,11 +236,14 @@ int hl_enqueue(u64 *ctx)
 	 * (SCX_OPS_ENQ_LAST, which the loader asks for with cpu.max, so that
 	 * a task out of quota is held above, not kept).
 	 */
+#if HL_SCX_API >= 700
 	if (enq_flags & HL_ENQ_LAST) {
-		c = class_get(task_class(HL_TASK(p), task_ctx(p)));
-		hl_dsq_insert(p, HL_DSQ_LOCAL, c->slice_ns, enq_flags);
+		cls = task_class(HL_TASK(p), task_ctx(p));
+		stat_class_inc(enqueued, cls);
+		hl_dsq_insert(p, HL_DSQ_LOCAL, class_get(cls)->slice_ns, enq_flags);
 		return 0;
 	}
+#endif
 	t = task_ctx(p);
 	if (resume_preempted(p, t, enq_flags))
 		return 0;
@@ -460,7 +463,7 @@ int hl_tick(u64 *ctx)
 	if (!s || !o)
 		return 0;
 	/* Out of quota: the slice ends, and the kernel requeues it, held. */
-	if (nr_quotas && quota_charge(p, o, hl_now())) {
+	if (quota_charge(p, o, hl_now())) {
 		p->scx.slice = 0;
 		return 0;
 	}
@@ -519,6 +522,15 @@ int hl_running(u64 *ctx)
 	o->curr_pid = p->pid;
 	o->class_id = cls;
 	o->lane = c->high_priority;
+	/*
+	 * Queued before its cgroup ran out of quota: it stops at once, and
+	 * dispatch sends it to be held. Left to its tick, every thread of a
+	 * cgroup queued at that moment would run over the quota by a tick.
+	 */
+	if (quota_throttled(p, now)) {
+		p->scx.slice = 0;
+		scx_bpf_kick_cpu(cpu, HL_KICK_PREEMPT);
+	}
 	if (c->high_priority) {
 		s->state = HL_CPU_LANE;
 		return 0;

@@ -12,13 +12,14 @@ import (
 	"github.com/hotlane/hotlane/vm/vmtest"
 )
 
-// cpu.max holds a cgroup to its quota under hotlane as under EEVDF: two
+// cpu.max holds a cgroup to its quota under hotlane as under EEVDF: six
 // spinning threads, free to use both CPUs, in a child of a cgroup whose
 // cpu.max is 20 ms per 100 ms (a fifth of one CPU). The quota is the
-// parent's, so only the walk up the task's cgroups finds it. They get
-// 0.5-1.3x the quota (charged at ticks, a period runs over by up to a tick
-// per CPU and pays it back in the next), and once the quota is lifted,
-// more than twice it: the held tasks are let go.
+// parent's, so only the walk up the task's cgroups finds it; there are
+// more threads than CPUs, so some are queued when the quota runs out. They
+// get 0.5-1.3x the quota (charged at ticks, a period runs over by up to a
+// tick per CPU and pays it back in the next), and once the quota is
+// lifted, more than twice it: the held tasks are let go.
 func TestGuestCPUMax(t *testing.T) {
 	vmtest.RequireGuest(t)
 	const (
@@ -26,7 +27,7 @@ func TestGuestCPUMax(t *testing.T) {
 		period = 100 * time.Millisecond
 		run    = 3 * time.Second
 	)
-	spin := startSpinner(t, spinnerSpec{threads: 2, cpu: -1})
+	spin := startSpinner(t, spinnerSpec{threads: 6, cpu: -1})
 	parent := quotaCgroup(t, "hotlane-quota", spin.Process.Pid)
 	setCPUMax(t, parent, strconv.Itoa(int(quota/time.Microsecond))+" "+strconv.Itoa(int(period/time.Microsecond)))
 	// share is the spinners' CPU time over d, as a multiple of the quota.

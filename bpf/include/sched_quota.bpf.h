@@ -41,8 +41,11 @@ struct hl_quota {
 	u64 period_end;
 };
 
+/* Not preallocated: a pool deleted under a walker that still holds it
+ * is freed after RCU, not handed to another cgroup at once. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, HL_QUOTA_MAX);
 	__type(key, u64);	/* the cgroup's kernfs id */
 	__type(value, struct hl_quota);
@@ -66,21 +69,24 @@ bool scx_bpf_dsq_move_vtime(struct bpf_iter_scx_dsq *it__iter, struct task_struc
 			    u64 enq_flags) __ksym;
 
 /*
- * A new period, if the last one ended: the quota is added to what is left,
- * up to quota + burst. A charge that lands between the read and the write
- * is lost: at most one tick's run.
+ * A new period, if the last one ended: a quota for each period that
+ * passed is added to what is left, up to quota + burst. A charge that
+ * lands between the read and the write is lost: at most one tick's run.
  */
 static __always_inline void pool_refill(struct hl_quota *q, u64 now)
 {
-	u64 end = q->period_end;
+	u64 end = q->period_end, periods;
 	s64 left, floor = -(s64)q->quota_ns, cap = (s64)(q->quota_ns + q->burst_ns);
 
-	if ((s64)(now - end) < 0 || !__sync_bool_compare_and_swap(&q->period_end, end, now + q->period_ns))
+	if ((s64)(now - end) < 0 || !q->period_ns)
+		return;
+	periods = (now - end) / q->period_ns + 1;
+	if (!__sync_bool_compare_and_swap(&q->period_end, end, end + periods * q->period_ns))
 		return;
 	left = q->left_ns;
 	if (left < floor)
 		left = floor;
-	left += q->quota_ns;
+	left += (s64)(periods < 4 ? periods : 4) * (s64)q->quota_ns;
 	q->left_ns = left > cap ? cap : left;
 }
 
@@ -135,7 +141,9 @@ static __always_inline u64 quota_throttled(struct task_struct *p, u64 now)
 	return nr_quotas ? quota_walk(task_cgroup(p), 0, now) : 0;
 }
 
-/* Charges p's run since this CPU last charged it; as quota_throttled. */
+/* Charges p's run since this CPU last charged it; as quota_throttled.
+ * The mark moves on with no quota too: the first quota set must not
+ * charge a task for all its run before it. */
 static __always_inline u64 quota_charge(struct task_struct *p, struct hl_cpu_own *o, u64 now)
 {
 	u64 used = now - o->quota_from;
@@ -144,13 +152,27 @@ static __always_inline u64 quota_charge(struct task_struct *p, struct hl_cpu_own
 	return nr_quotas && (s64)used > 0 ? quota_walk(task_cgroup(p), used, now) : 0;
 }
 
-/* Makes a CPU release the throttled tasks at until, unless one will by
- * then already; the timer wakes an idle CPU for it. */
-static __always_inline void release_schedule(u64 until, u64 now)
+/* Arms the release timer for at; 0 and times past fire at once. */
+static __always_inline void release_arm(u64 at, u64 now)
 {
 	struct hl_release_timer *rt;
-	u64 cur = release_at, seen;
 	u32 zero = 0;
+
+	rt = bpf_map_lookup_elem(&release_timer, &zero);
+	if (rt)
+		bpf_timer_start(&rt->timer, (s64)(at - now) > 0 ? at - now : 0, 0);
+}
+
+/*
+ * Makes a CPU release the throttled tasks at until, unless one will by
+ * then already; the timer wakes an idle CPU for it. Setting release_at
+ * and arming the timer are two steps: a timer armed late for a time
+ * already served re-arms itself for release_at when it fires
+ * (release_kick), so it never stays behind release_at.
+ */
+static __always_inline void release_schedule(u64 until, u64 now)
+{
+	u64 cur = release_at, seen;
 	int k;
 
 	for (k = 0; k < 4; k++) {
@@ -161,15 +183,14 @@ static __always_inline void release_schedule(u64 until, u64 now)
 			break;
 		cur = seen;
 	}
-	rt = bpf_map_lookup_elem(&release_timer, &zero);
-	if (rt)
-		bpf_timer_start(&rt->timer, (s64)(until - now) > 0 ? until - now : 0, 0);
+	release_arm(until, now);
 }
 
-/* A throttled task waits, FIFO, until its pools refill. */
-static __always_inline void quota_hold(struct task_struct *p, u64 until, u64 enq_flags, u64 now)
+/* A throttled task waits, FIFO, until its pools refill, with the slice
+ * it will run with once let go (its own is 0 when its tick ended it). */
+static __always_inline void quota_hold(struct task_struct *p, u64 slice, u64 until, u64 enq_flags, u64 now)
 {
-	hl_dsq_insert(p, HL_DSQ_THROTTLED, p->scx.slice, enq_flags);
+	hl_dsq_insert(p, HL_DSQ_THROTTLED, slice, enq_flags);
 	release_schedule(until, now);
 	stat_inc(throttled);
 }
@@ -229,12 +250,20 @@ static __always_inline bool release_due(u64 now)
 }
 
 /* The timer: an idle CPU dispatches, and so releases; busy ones will at
- * their next slice's end. */
+ * their next slice's end. Fired early for the release due (armed for an
+ * earlier one meanwhile served), it waits for that one instead. */
 static int release_kick(void *map, u32 *key, struct hl_release_timer *rt)
 {
-	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
-	u32 cpu = bpf_cpumask_first(idle);
+	const struct cpumask *idle;
+	u64 at = release_at, now = hl_now();
+	u32 cpu;
 
+	if (at && (s64)(at - now) > 0) {
+		bpf_timer_start(&rt->timer, at - now, 0);
+		return 0;
+	}
+	idle = scx_bpf_get_idle_cpumask();
+	cpu = bpf_cpumask_first(idle);
 	scx_bpf_put_idle_cpumask(idle);
 	if (cpu < nr_cpus)
 		scx_bpf_kick_cpu(cpu, HL_KICK_IDLE);
@@ -260,28 +289,41 @@ static __always_inline s32 quota_init(void)
 
 /*
  * cpu.max of cgroup id: a quota per period (quota_us ~0: "max", none),
- * and the burst it may save. A pool starts full. Throttled tasks are
- * looked at again at once: a quota raised or removed frees them.
+ * and the burst it may save. A new pool starts full; a changed one keeps
+ * what it has left, up to its new quota + burst, changed in place (a
+ * walker may hold it). Throttled tasks are looked at again at once: a
+ * quota raised or removed frees them.
  */
 static __always_inline void quota_set(u64 id, u64 period_us, u64 quota_us, u64 burst_us)
 {
 	struct hl_quota q = {}, *old = bpf_map_lookup_elem(&quotas, &id);
 	u64 now = hl_now();
+	s64 cap;
 
 	if (quota_us == ~0ULL || !period_us) {
 		if (old && bpf_map_delete_elem(&quotas, &id) == 0)
 			__sync_fetch_and_sub(&nr_quotas, 1);
+	} else if (old) {
+		old->quota_ns = quota_us * 1000;
+		old->period_ns = period_us * 1000;
+		old->burst_ns = burst_us * 1000;
+		cap = (s64)(old->quota_ns + old->burst_ns);
+		if (old->left_ns > cap)
+			old->left_ns = cap;
 	} else {
 		q.quota_ns = quota_us * 1000;
 		q.period_ns = period_us * 1000;
 		q.burst_ns = burst_us * 1000;
 		q.left_ns = (s64)q.quota_ns;
 		q.period_end = now + q.period_ns;
-		if (bpf_map_update_elem(&quotas, &id, &q, 0 /* BPF_ANY */) == 0 && !old)
+		if (bpf_map_update_elem(&quotas, &id, &q, 1 /* BPF_NOEXIST */) == 0)
 			__sync_fetch_and_add(&nr_quotas, 1);
 	}
-	if (old && release_at)
-		release_schedule(now, now);
+	if (old && release_at) {
+		/* Due now: the next dispatch looks, the timer wakes one. */
+		release_at = now;
+		release_arm(now, now);
+	}
 }
 
 static __always_inline void quota_forget(u64 id)
@@ -294,7 +336,7 @@ static __always_inline void quota_forget(u64 id)
 
 static __always_inline u64 quota_throttled(struct task_struct *p, u64 now) { return 0; }
 static __always_inline u64 quota_charge(struct task_struct *p, struct hl_cpu_own *o, u64 now) { return 0; }
-static __always_inline void quota_hold(struct task_struct *p, u64 until, u64 enq_flags, u64 now) {}
+static __always_inline void quota_hold(struct task_struct *p, u64 slice, u64 until, u64 enq_flags, u64 now) {}
 static __always_inline int quota_release(u64 now) { return 0; }
 static __always_inline bool release_due(u64 now) { return false; }
 static __always_inline s32 quota_init(void) { return 0; }
