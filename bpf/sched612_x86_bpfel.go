@@ -59,6 +59,7 @@ const (
 	Sched612VarHlNrDevRanges             = "hl_nr_dev_ranges"
 	Sched612VarHlNrDevsets               = "hl_nr_devsets"
 	Sched612VarHlNrRules                 = "hl_nr_rules"
+	Sched612VarHlQuotaFailures           = "hl_quota_failures"
 	Sched612VarHlRuleKinds               = "hl_rule_kinds"
 	Sched612VarHlRules                   = "hl_rules"
 	Sched612VarLaneLlcs                  = "lane_llcs"
@@ -173,6 +174,7 @@ type Sched612VariableSpecs struct {
 	HlNrDevRanges             *ebpf.VariableSpec `ebpf:"hl_nr_dev_ranges"`
 	HlNrDevsets               *ebpf.VariableSpec `ebpf:"hl_nr_devsets"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
+	HlQuotaFailures           *ebpf.VariableSpec `ebpf:"hl_quota_failures"`
 	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
 	LaneLlcs                  *ebpf.VariableSpec `ebpf:"lane_llcs"`
@@ -252,6 +254,7 @@ type Sched612Variables struct {
 	HlNrDevRanges             *ebpf.Variable `ebpf:"hl_nr_dev_ranges"`
 	HlNrDevsets               *ebpf.Variable `ebpf:"hl_nr_devsets"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
+	HlQuotaFailures           *ebpf.Variable `ebpf:"hl_quota_failures"`
 	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
 	LaneLlcs                  *ebpf.Variable `ebpf:"lane_llcs"`

@@ -62,6 +62,7 @@ const (
 	Sched700VarHlNrDevRanges             = "hl_nr_dev_ranges"
 	Sched700VarHlNrDevsets               = "hl_nr_devsets"
 	Sched700VarHlNrRules                 = "hl_nr_rules"
+	Sched700VarHlQuotaFailures           = "hl_quota_failures"
 	Sched700VarHlRuleKinds               = "hl_rule_kinds"
 	Sched700VarHlRules                   = "hl_rules"
 	Sched700VarLaneLlcs                  = "lane_llcs"
@@ -179,6 +180,7 @@ type Sched700VariableSpecs struct {
 	HlNrDevRanges             *ebpf.VariableSpec `ebpf:"hl_nr_dev_ranges"`
 	HlNrDevsets               *ebpf.VariableSpec `ebpf:"hl_nr_devsets"`
 	HlNrRules                 *ebpf.VariableSpec `ebpf:"hl_nr_rules"`
+	HlQuotaFailures           *ebpf.VariableSpec `ebpf:"hl_quota_failures"`
 	HlRuleKinds               *ebpf.VariableSpec `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.VariableSpec `ebpf:"hl_rules"`
 	LaneLlcs                  *ebpf.VariableSpec `ebpf:"lane_llcs"`
@@ -262,6 +264,7 @@ type Sched700Variables struct {
 	HlNrDevRanges             *ebpf.Variable `ebpf:"hl_nr_dev_ranges"`
 	HlNrDevsets               *ebpf.Variable `ebpf:"hl_nr_devsets"`
 	HlNrRules                 *ebpf.Variable `ebpf:"hl_nr_rules"`
+	HlQuotaFailures           *ebpf.Variable `ebpf:"hl_quota_failures"`
 	HlRuleKinds               *ebpf.Variable `ebpf:"hl_rule_kinds"`
 	HlRules                   *ebpf.Variable `ebpf:"hl_rules"`
 	LaneLlcs                  *ebpf.Variable `ebpf:"lane_llcs"`

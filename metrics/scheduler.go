@@ -31,7 +31,7 @@ func NewSchedulerCollector() *SchedulerCollector {
 	return &SchedulerCollector{
 		exits:       map[string]uint64{},
 		perClass:    desc("scheduler", "tasks_total", "Per class: tasks enqueued, started running (dispatched) and woken straight onto an idle CPU (direct_idle), since this load of the scheduler.", "class", "event"),
-		events:      desc("scheduler", "decisions_total", "The policy's decisions since this load: preempt_kicks, idle_kicks, guard_turns, kthread_direct, lane_kept, fair_resumed, cpu_released, fair_preempts, fair_steals, fair_kept, fair_affine, fair_pulls, throttled, lane_queued, lane_steals, pinned_local, pinned_unserved, classify_uncached, device_uses_lost.", "decision"),
+		events:      desc("scheduler", "decisions_total", "The policy's decisions since this load: preempt_kicks, idle_kicks, guard_turns, kthread_direct, lane_kept, fair_resumed, cpu_released, fair_preempts, fair_steals, fair_kept, fair_affine, fair_pulls, throttled, lane_queued, lane_steals, pinned_local, pinned_unserved, classify_uncached, device_uses_lost, quotas_unenforced.", "decision"),
 		enabledDesc: desc("scheduler", "enabled", "1 while hotlane's scheduler is loaded and enabled, with its kfunc generation.", "object"),
 		loadsDesc:   desc("scheduler", "loads_total", "Times the scheduler was loaded and enabled (more than one after --restart-on-error restarts)."),
 		exitsDesc:   desc("scheduler", "exits_total", "Loads that ended, by the kernel's exit kind (SCX_EXIT_UNREG, SCX_EXIT_ERROR, SCX_EXIT_ERROR_STALL, …).", "kind"),
@@ -101,7 +101,7 @@ func (c *SchedulerCollector) Collect(ch chan<- prometheus.Metric) {
 		"kthread_direct": st.KthreadDirect, "lane_kept": st.LaneKept, "fair_resumed": st.FairResumed,
 		"cpu_released": st.CPUReleased, "fair_preempts": st.FairPreempts, "fair_steals": st.FairSteals, "fair_kept": st.FairKept, "fair_affine": st.FairAffine, "fair_pulls": st.FairPulls, "throttled": st.Throttled,
 		"lane_queued": st.LaneQueued, "lane_steals": st.LaneSteals, "pinned_local": st.PinnedLocal, "pinned_unserved": st.PinnedUnserved,
-		"classify_uncached": st.ClassifyUncached, "device_uses_lost": st.DeviceUsesLost,
+		"classify_uncached": st.ClassifyUncached, "device_uses_lost": st.DeviceUsesLost, "quotas_unenforced": st.QuotasUnenforced,
 	} {
 		counter(ch, c.events, float64(v), decision)
 	}

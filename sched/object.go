@@ -69,6 +69,7 @@ type schedObjects struct {
 	// Counters in .bss, and why the scheduler ended.
 	ClassifyStorageFailures *ebpf.Variable `ebpf:"hl_classify_storage_failures"`
 	DevUseFailures          *ebpf.Variable `ebpf:"hl_dev_use_failures"`
+	QuotaFailures           *ebpf.Variable `ebpf:"hl_quota_failures"`
 	ExitInfo                *ebpf.Variable `ebpf:"exit_info"`
 }
 

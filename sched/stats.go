@@ -105,6 +105,9 @@ type Stats struct {
 	// should have noted but could not (task storage unavailable): the
 	// task joins the device's class only at a later use.
 	DeviceUsesLost uint64 `json:"device_uses_lost"`
+	// QuotasUnenforced counts cgroup cpu.max quotas the scheduler could
+	// not keep (its table of 4096 is full): those cgroups run unlimited.
+	QuotasUnenforced uint64 `json:"quotas_unenforced"`
 }
 
 // Stats reads the counters.
@@ -147,6 +150,9 @@ func (s *Scheduler) Stats() (Stats, error) {
 	}
 	if err := s.objs.DevUseFailures.Get(&st.DeviceUsesLost); err != nil {
 		return Stats{}, fmt.Errorf("read lost device uses: %w", err)
+	}
+	if err := s.objs.QuotaFailures.Get(&st.QuotasUnenforced); err != nil {
+		return Stats{}, fmt.Errorf("read unenforced quotas: %w", err)
 	}
 	return st, nil
 }
@@ -209,6 +215,7 @@ func (s Stats) Sub(prev Stats) Stats {
 	d.PinnedUnserved -= prev.PinnedUnserved
 	d.ClassifyUncached -= prev.ClassifyUncached
 	d.DeviceUsesLost -= prev.DeviceUsesLost
+	d.QuotasUnenforced -= prev.QuotasUnenforced
 	return d
 }
 
@@ -230,6 +237,9 @@ func (s Stats) WriteLine(w io.Writer) error {
 	}
 	if s.DeviceUsesLost > 0 {
 		fmt.Fprintf(&b, " device-uses-lost %d", s.DeviceUsesLost)
+	}
+	if s.QuotasUnenforced > 0 {
+		fmt.Fprintf(&b, " quotas-unenforced %d", s.QuotasUnenforced)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())

@@ -26,6 +26,7 @@
 #define HL_DSQ_THROTTLED 0x3000ULL	/* tasks of cgroups out of quota, FIFO */
 
 u32 nr_quotas;	/* cgroups with a pool: none, no walk */
+u64 hl_quota_failures;	/* quotas that could not be kept (the pool table full): not enforced */
 u64 release_at;	/* when the earliest empty pool refills; 0: nothing throttled */
 
 #if HL_SCX_API >= 700
@@ -318,6 +319,8 @@ static __always_inline void quota_set(u64 id, u64 period_us, u64 quota_us, u64 b
 		q.period_end = now + q.period_ns;
 		if (bpf_map_update_elem(&quotas, &id, &q, 1 /* BPF_NOEXIST */) == 0)
 			__sync_fetch_and_add(&nr_quotas, 1);
+		else
+			__sync_fetch_and_add(&hl_quota_failures, 1);
 	}
 	if (old && release_at) {
 		/* Due now: the next dispatch looks, the timer wakes one. */
