@@ -283,8 +283,13 @@ func TestGuestFairWeights(t *testing.T) {
 // Every adversary at once while lane tasks spin on every CPU: a thread
 // pinned to each CPU doing periodic work, 64 spinners pinned to one CPU, a
 // process confined by a cpuset, SCHED_FIFO bursts, a CPU going offline and
-// back, nice 19 beside nice 0 and cgroups of cpu.weight 100 and 300 beside
-// each other. The scheduler stays enabled (it was ejected by the watchdog,
+// back, nice 19 beside nice 0, cgroups of cpu.weight 100 and 300 beside
+// each other, and one whose cpu.max holds its four spinners to a quarter
+// of a CPU (at most 1.3x that where the scheduler enforces cpu.max, 1.6x
+// on a guest whose vCPUs share host CPUs: its ticks come late, and each
+// charges a late tick's run; 1.26x with 8 vCPUs on 2; their waits include
+// the holds, so the bound does not apply to them). The
+// scheduler stays enabled (it was ejected by the watchdog,
 // in turn, for a CPU left idle beside its own queue, a queue spread over
 // seconds of vruntime and a hot-unplug that waited on a CPU's own queue),
 // every adversary makes progress, and the heavier of each pair gets more
@@ -342,6 +347,9 @@ func TestGuestCoreAdversaries(t *testing.T) {
 	w300 := startSpinner(t, spinnerSpec{threads: 1, cpu: weightCPU})
 	weightCgroup(t, "hotlane-w100", 100, w100.Process.Pid)
 	weightCgroup(t, "hotlane-w300", 300, w300.Process.Pid)
+	const quota = 0.25 // CPUs
+	limited := startSpinner(t, spinnerSpec{threads: 4, cpu: -1})
+	setCPUMax(t, quotaCgroup(t, "hotlane-quota", limited.Process.Pid), "25000 100000")
 	shares := []*share{
 		{what: "nice 19 beside nice 0", light: nice19.Process.Pid, heavy: nice0.Process.Pid, wLight: sched.NiceWeight(19), wHeavy: sched.NiceWeight(0)},
 		{what: "cpu.weight 100 beside 300", light: w100.Process.Pid, heavy: w300.Process.Pid, wLight: 100, wHeavy: 300},
@@ -359,6 +367,7 @@ func TestGuestCoreAdversaries(t *testing.T) {
 	for _, sh := range shares {
 		sh.start(t)
 	}
+	limited0, started := spinUse(t, limited.Process.Pid), time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, ncpu+2)
 	defer moreProcs(ncpu + 1)()
@@ -417,6 +426,7 @@ func TestGuestCoreAdversaries(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	limitedUse, elapsed := spinUse(t, limited.Process.Pid).ran-limited0.ran, time.Since(started)
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -456,23 +466,36 @@ func TestGuestCoreAdversaries(t *testing.T) {
 			t.Errorf("%s: the lighter task got %.4f of the heavier one's CPU time: the weights were not honoured", sh.what, got)
 		}
 	}
-	checkWaits(t, snap, bound, waiting)
+	got := float64(limitedUse) / float64(elapsed) / quota
+	t.Logf("the spinners under cpu.max (a quarter of a CPU): %.2fx the quota (%v in %v)", got, limitedUse.Round(time.Millisecond), elapsed.Round(time.Millisecond))
+	most := 1.3
+	if vcpusShareHostCPUs() {
+		most = 1.6
+	}
+	if s.EnforcesCPUMax() && got > most {
+		t.Errorf("the spinners under cpu.max got %.2fx their quota, over %.1fx", got, most)
+	}
+	if limitedUse <= 0 {
+		t.Error("the spinners under cpu.max made no progress")
+	}
+	checkWaits(t, snap, bound, waiting, uint32(limited.Process.Pid))
 }
 
 // checkWaits holds every normal task's longest wait to the bound for
 // waiting tasks per CPU at the task's weight, read from its nice level at
 // the end (nice 19's, the loosest, for a task gone by then), and logs the
-// longest few. On a guest with more vCPUs than its host has CPUs (8 on 2
+// longest few; the threads of process held (cpu.max holds them for
+// their quota's period) are left out. On a guest with more vCPUs than its host has CPUs (8 on 2
 // here) the waits over the bound are logged, not failed: a vCPU the host
 // does not run stretches every run on it in wall-clock time (the crowd's
 // runs averaged 9 ms where the bound counts 4.5 ms), which no scheduler
 // inside can help. The 2-CPU fault tests hold their waits to the bound.
-func checkWaits(t *testing.T, snap *verify.Snapshot, b sched.Bound, waiting int) {
+func checkWaits(t *testing.T, snap *verify.Snapshot, b sched.Bound, waiting int, held uint32) {
 	t.Helper()
 	shared := vcpusShareHostCPUs()
 	n, over := 0, 0
 	for _, tl := range snap.Tasks {
-		if tl.Class != "normal" {
+		if tl.Class != "normal" || tl.TGID == held {
 			continue
 		}
 		n++
@@ -490,7 +513,7 @@ func checkWaits(t *testing.T, snap *verify.Snapshot, b sched.Bound, waiting int)
 	if shared {
 		t.Logf("%d vCPUs on %d host CPUs: waits over the bound are logged, not failed", runtime.NumCPU(), vm.HostCPUs())
 	}
-	normal := slices.DeleteFunc(slices.Clone(snap.Tasks), func(tl verify.TaskLatency) bool { return tl.Class != "normal" })
+	normal := slices.DeleteFunc(slices.Clone(snap.Tasks), func(tl verify.TaskLatency) bool { return tl.Class != "normal" || tl.TGID == held })
 	slices.SortFunc(normal, func(a, b verify.TaskLatency) int { return cmp.Compare(b.Hist.Max(), a.Hist.Max()) })
 	for _, tl := range normal[:min(len(normal), 8)] {
 		_, p99 := tl.Hist.Quantile(0.99)
