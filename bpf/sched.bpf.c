@@ -407,7 +407,7 @@ int hl_dispatch(u64 *ctx)
 	    (slice = fair_keep(HL_TASK(prev), t, o->class_id, cpu, now - s->started_at))) {
 		fair_charge(prev, t, class_get(o->class_id), now - s->started_at, cpu);
 		s->started_at = now;
-		s->deadline = fair_start(HL_TASK(prev), t, o->class_id, cpu);
+		s->deadline = fair_start(HL_TASK(prev), t, o->class_id, cpu, 0);
 		s->state = HL_CPU_FAIR;
 		prev->scx.slice = slice;
 		o->run_slice = slice;
@@ -494,10 +494,13 @@ SEC("struct_ops/hl_running")
 int hl_running(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
-	s32 cpu = bpf_get_smp_processor_id();
+	s32 cpu = scx_bpf_task_cpu(p);
 	struct hl_cpu_shared *s = shared_of(cpu);
-	struct hl_cpu_own *o = own_get();
+	struct hl_cpu_own *o = own_of(cpu);
 	struct hl_task *t = task_ctx(p);
+	/* Called from another CPU, the task running there restarts in
+	 * place (own_of): nothing new runs there. */
+	bool restarted = cpu != bpf_get_smp_processor_id();
 	const volatile struct hl_class *c;
 	u64 now, turn;
 	s64 claim;
@@ -507,7 +510,7 @@ int hl_running(u64 *ctx)
 		return 0;
 	/* A lane wake-up left its class in the claim; whoever runs, the
 	 * claim ends here: the CPU is a victim again by what runs now. */
-	claim = s->claim;
+	claim = restarted ? 0 : s->claim;
 	if (claim) {
 		s->claim = 0;
 		cls = (claim >> 8) == p->pid ? claim & 0xff : task_class(HL_TASK(p), t);
@@ -547,7 +550,7 @@ int hl_running(u64 *ctx)
 	else
 		fair_served(o, s, now);
 	if (t)
-		s->deadline = fair_start(HL_TASK(p), t, cls, cpu);
+		s->deadline = fair_start(HL_TASK(p), t, cls, cpu, restarted);
 	/*
 	 * A guard turn runs to its end, shielded: a lane wake-up that
 	 * preempted it at once would make the guard worthless. It ends with
@@ -570,9 +573,9 @@ int hl_stopping(u64 *ctx)
 {
 	struct task_struct *p = (void *)ctx[0];
 	bool runnable = ctx[1];
-	s32 cpu = bpf_get_smp_processor_id();
+	s32 cpu = scx_bpf_task_cpu(p);
 	struct hl_cpu_shared *s = shared_of(cpu);
-	struct hl_cpu_own *o = own_get();
+	struct hl_cpu_own *o = own_of(cpu);
 	struct hl_task *t = task_ctx(p);
 	u64 now, used;
 

@@ -3,7 +3,11 @@ package sched_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,4 +265,88 @@ func allCPUs() unix.CPUSet {
 		set.Set(c)
 	}
 	return set
+}
+
+// A fair task's nice value changed from another CPU: the kernel stops and
+// restarts the running task there (ops.stopping, then ops.running), run
+// by the CPU that made the change, on the task's runqueue. Its time is
+// charged to the CPU it runs on, not the caller's. Two nice-0 spinners
+// share CPU 1; a SCHED_FIFO thread on CPU 0 (which runs no task of the
+// scheduler's while it does this) moves one of them between nice 0 and 1
+// every 10 ms. That one's share is within 20% of what its weights promise
+// (about 0.9 of the other's): 0.99-1.01x, as under EEVDF. Charged from
+// CPU 0's last start instead, it got 0.68x; charged right but started
+// anew at each change, moving its queue's clock, 1.14-1.15x.
+func TestGuestFairRemoteReniceChargesTheTasksCPU(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const (
+		run    = 6 * time.Second
+		period = 10 * time.Millisecond
+	)
+	toggled := startSpinner(t, spinnerSpec{threads: 1, cpu: 1})
+	steady := startSpinner(t, spinnerSpec{threads: 1, cpu: 1})
+	tid := spinnerTID(t, toggled.Process.Pid)
+	// Half the time at nice 1, half at nice 0: the toggled spinner's mean
+	// share of the CPU, over the steady one's.
+	w0, w1 := sched.NiceWeight(0), sched.NiceWeight(1)
+	mean := (w1/(w1+w0) + 0.5) / 2
+	sh := &share{what: "nice 0/1 changed from CPU 0 beside nice 0", light: toggled.Process.Pid, heavy: steady.Process.Pid, wLight: mean, wHeavy: 1 - mean}
+
+	split := func(scheduler string) float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), run+time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // the thread exits with the goroutine: no RT thread left behind
+			done <- func() error {
+				if err := pinTo(0); err != nil {
+					return err
+				}
+				if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0); err != nil {
+					return fmt.Errorf("SCHED_FIFO: %w", err)
+				}
+				for nice := 1; ctx.Err() == nil; nice ^= 1 {
+					if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
+						return fmt.Errorf("setpriority(%d, %d): %w", tid, nice, err)
+					}
+					ts := unix.NsecToTimespec(period.Nanoseconds())
+					unix.Nanosleep(&ts, nil)
+				}
+				return unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
+			}()
+		}()
+		time.Sleep(time.Second) // settled under this scheduler
+		sh.start(t)
+		time.Sleep(run - time.Second)
+		got, want := sh.ratio(t)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s: CPU time ratio %.4f, weights promise %.4f (%.2fx); %s", scheduler, sh.what, got, want, got/want, sh.runs())
+		return got / want
+	}
+	eevdf := split("EEVDF")
+	load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
+	if off := split("hotlane"); off < 0.8 || off > 1.2 {
+		t.Errorf("the spinner reniced from another CPU got %.2fx its weights' share, not within 0.8-1.2x (EEVDF %.2fx): its runs were charged to the wrong CPU", off, eevdf)
+	}
+}
+
+// spinnerTID is the thread id of a one-thread spinner process's spinning
+// thread.
+func spinnerTID(t *testing.T, pid int) int {
+	t.Helper()
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		if comm, err := os.ReadFile(filepath.Join(task, "comm")); err == nil && strings.TrimSpace(string(comm)) == spinnerComm {
+			tid, err := strconv.Atoi(filepath.Base(task))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tid
+		}
+	}
+	t.Fatalf("process %d has no thread named %s", pid, spinnerComm)
+	return 0
 }

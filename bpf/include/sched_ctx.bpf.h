@@ -73,7 +73,9 @@ static __always_inline const volatile struct hl_class *class_get(u32 id)
  * Per CPU, in two parts. hl_cpu_shared is what other CPUs read (and, for a
  * lane claim, write) when they look for a CPU to preempt or to wake; it is
  * a cache line of its own so that a CPU's bookkeeping does not bounce the
- * lines of its neighbours. hl_cpu_own is only ever touched by its CPU.
+ * lines of its neighbours. hl_cpu_own is only ever touched under its CPU's
+ * runqueue lock: by that CPU, or by ops.running and ops.stopping from
+ * another (own_of).
  */
 enum hl_cpu_state {
 	HL_CPU_IDLE = 0,	/* running nothing of ours */
@@ -127,6 +129,22 @@ static __always_inline struct hl_cpu_own *own_get(void)
 	u32 zero = 0;
 
 	return bpf_map_lookup_elem(&cpu_own, &zero);
+}
+
+/*
+ * The CPU a task runs on, and that CPU's own part, for ops.running and
+ * ops.stopping: the kernel also calls them from another CPU, the one that
+ * changes a running task's nice value, affinity or cgroup (it stops and
+ * restarts the task on the task's runqueue, whose lock it holds). Read
+ * from the caller's CPU, a reniced spinner was charged from that CPU's
+ * last start and got 0.68x its share (TestGuestFairRemoteReniceCharges-
+ * TheTasksCPU).
+ */
+static __always_inline struct hl_cpu_own *own_of(s32 cpu)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_percpu_elem(&cpu_own, &zero, cpu);
 }
 
 /*

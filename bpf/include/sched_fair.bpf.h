@@ -215,9 +215,16 @@ static __always_inline void fair_started(struct hl_task *t, const volatile struc
 /*
  * A fair task starts on cpu: it is held to its queue's bounds, moves that
  * queue's clock on, and runs to the deadline returned, measured from that
- * clock (for wake-up preemption, in hl_cpu_shared.deadline).
+ * clock (for wake-up preemption, in hl_cpu_shared.deadline). One that the
+ * kernel stopped and restarted where it ran, for a change made from
+ * another CPU (its nice value, affinity or cgroup), starts no run: moving
+ * the clock to it would cut the credit of the tasks waiting behind it to
+ * one request at each change, and a spinner reniced every 10 ms took an
+ * equal share beside a heavier one (TestGuestFairRemoteReniceCharges-
+ * TheTasksCPU).
  */
-__hl_global s64 fair_start(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, s32 cpu)
+__hl_global s64 fair_start(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u32 cls, s32 cpu,
+			   u32 restarted)
 {
 	struct task_struct *p = (void *)task;
 	const volatile struct hl_class *c = class_get(cls);
@@ -228,7 +235,10 @@ __hl_global s64 fair_start(struct task_struct___arg *task __arg_trusted, struct 
 	if (!t)
 		return 0;
 	w = task_weight(HL_TASK(p), t, c->weight);
-	fair_started(t, c, w, f, pinned ? HL_DSQ_PINNED(cpu) : HL_DSQ_FAIR(llc_of(cpu)));
+	if (restarted)
+		rebase(t, f);
+	else
+		fair_started(t, c, w, f, pinned ? HL_DSQ_PINNED(cpu) : HL_DSQ_FAIR(llc_of(cpu)));
 	return (s64)(fair_deadline(t, w, p->scx.slice) - frame_clock(f));
 }
 
