@@ -108,11 +108,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Timeout = 5 * time.Minute
 	}
 
-	work, err := os.MkdirTemp("", "hotlane-vm-")
+	wd, err := newWorkDir()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer wd.Remove()
+	work := wd.path
 
 	initrd := filepath.Join(work, "initrd.cpio.gz")
 	if err := writeInitramfs(cfg, initrd); err != nil {
