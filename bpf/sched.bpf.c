@@ -462,8 +462,9 @@ int hl_tick(u64 *ctx)
 
 	if (!s || !o)
 		return 0;
+	now = hl_now();
 	/* Out of quota: the slice ends, and the kernel requeues it, held. */
-	if (quota_charge(p, o, hl_now())) {
+	if (quota_charge(p, o, now)) {
 		p->scx.slice = 0;
 		return 0;
 	}
@@ -472,7 +473,6 @@ int hl_tick(u64 *ctx)
 			p->scx.slice = 0;
 		return 0;
 	}
-	now = hl_now();
 	/* A release due is a dispatch's work: the slice ends for one. */
 	if (p->scx.slice || scx_bpf_dsq_nr_queued(HL_DSQ_LANE(llc)) > 0 || release_due(now))
 		return 0;

@@ -8,6 +8,12 @@ import (
 	"strings"
 )
 
+// MaxQuotas is how many cgroups with a cpu.max quota the scheduler keeps
+// (HL_QUOTA_MAX in sched_quota.bpf.h). A quota set while that many are
+// kept is not enforced: its cgroup runs unlimited, and
+// Stats.QuotasUnenforced counts it.
+const MaxQuotas = 4096
+
 // Quota is a cgroup whose cpu.max limits its CPU time.
 type Quota struct {
 	Cgroup string // its directory

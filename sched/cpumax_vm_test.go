@@ -1,9 +1,11 @@
 package sched_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +69,103 @@ func TestGuestCPUMax(t *testing.T) {
 	}
 	if got := readSysfs(t, "state"); got != "enabled" {
 		t.Errorf("sched_ext state %q after the quota test, want enabled", got)
+	}
+}
+
+// A quota set while the scheduler keeps MaxQuotas is counted as not
+// enforced, one for each, and the scheduler stays enabled; a quota set
+// once cgroups with quotas are gone is kept again. MaxQuotas + 3 children
+// of one cgroup each get a cpu.max (no task runs in them); then three of
+// the kept ones are removed and the three left out get a new quota.
+func TestGuestCPUMaxTableFull(t *testing.T) {
+	vmtest.RequireGuest(t)
+	const over = 3
+	s := load(t, policy.Default("infer"), sched.Config{Timeout: sched.DefaultTimeout})
+	if !s.EnforcesCPUMax() {
+		t.Skipf("object %s does not take cpu.max from the kernel (only 7.1+'s does)", s.Object)
+	}
+	root := "/sys/fs/cgroup"
+	parent := filepath.Join(root, "hotlane-quotas")
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
+		t.Fatalf("enable the cpu controller: %v", err)
+	}
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	t.Cleanup(func() {
+		for _, c := range children {
+			os.Remove(c)
+		}
+		os.Remove(parent)
+	})
+	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
+		t.Fatalf("enable the cpu controller below %s: %v", parent, err)
+	}
+	before, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sched.MaxQuotas + over {
+		dir := filepath.Join(parent, fmt.Sprintf("q%d", i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, dir)
+		setCPUMax(t, dir, "50000 100000")
+	}
+	full, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := full.Sub(before).QuotasUnenforced; got != over {
+		t.Errorf("%d cgroups with quotas, %d kept: %d counted unenforced, want %d", sched.MaxQuotas+over, sched.MaxQuotas, got, over)
+	}
+	for _, dir := range children[:over] {
+		if err := os.Remove(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The kernel takes a removed cgroup offline (ops.cgroup_exit) a
+	// moment later, from a work queue.
+	waitNoDying(t, parent)
+	for _, dir := range children[sched.MaxQuotas:] {
+		setCPUMax(t, dir, "60000 100000")
+	}
+	after, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Sub(full).QuotasUnenforced; got != 0 {
+		t.Errorf("quotas set after %d cgroups with quotas went: %d counted unenforced, want none", over, got)
+	}
+	if info, exited, err := s.Exited(); err != nil || exited {
+		t.Fatalf("the scheduler ended: %v (%v)", info, err)
+	}
+}
+
+// waitNoDying waits until no cgroup below dir is still being removed.
+func waitNoDying(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dying string
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "nr_dying_descendants" {
+				dying = f[1]
+			}
+		}
+		if dying == "0" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s cgroups still being removed after 30 s", dir, dying)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -225,6 +225,22 @@ func TestEveryObjectHasTheTypedObjects(t *testing.T) {
 	}
 }
 
+// The quota table of the object that enforces cpu.max holds MaxQuotas
+// cgroups, the figure the documentation and the table-full test use.
+func TestQuotaTableHoldsMaxQuotas(t *testing.T) {
+	spec, err := objectLoad("700")()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := spec.Maps["quotas"]
+	if !ok {
+		t.Fatal("object 700 has no quotas map")
+	}
+	if m.MaxEntries != MaxQuotas {
+		t.Errorf("quotas holds %d cgroups, MaxQuotas says %d", m.MaxEntries, MaxQuotas)
+	}
+}
+
 // A bench keeps a scheduler's last line of output as the reason it
 // failed: a verifier rejection must end with the verifier's reason, not
 // with its instruction count.

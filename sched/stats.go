@@ -106,7 +106,7 @@ type Stats struct {
 	// task joins the device's class only at a later use.
 	DeviceUsesLost uint64 `json:"device_uses_lost"`
 	// QuotasUnenforced counts cgroup cpu.max quotas the scheduler could
-	// not keep (its table of 4096 is full): those cgroups run unlimited.
+	// not keep (its table of MaxQuotas is full): those cgroups run unlimited.
 	QuotasUnenforced uint64 `json:"quotas_unenforced"`
 }
 
