@@ -76,23 +76,35 @@ func cpusetCgroup(t *testing.T, name, cpus string, pid int) {
 // when the test ends.
 func childCgroup(t *testing.T, name, controller, file, value string, pid int) {
 	t.Helper()
-	root := "/sys/fs/cgroup"
-	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+"+controller), 0o644); err != nil {
-		t.Fatalf("enable the %s controller: %v", controller, err)
-	}
-	dir := filepath.Join(root, name)
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		t.Fatal(err)
-	}
-	// Cleanups run newest first, before the process in it is killed: it
-	// goes back to the root first, or the cgroup stays behind.
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
-		os.Remove(dir)
-	})
+	dir := newCgroup(t, "/sys/fs/cgroup", name, controller)
 	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
 		t.Fatalf("%s = %s: %v", file, value, err)
 	}
+	moveToCgroup(t, dir, pid)
+}
+
+// newCgroup makes the cgroup v2 directory name below parent, with
+// controller enabled for it, and removes it when the test ends.
+func newCgroup(t *testing.T, parent, name, controller string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+"+controller), 0o644); err != nil {
+		t.Fatalf("enable the %s controller below %s: %v", controller, parent, err)
+	}
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	return dir
+}
+
+// moveToCgroup moves process pid into the cgroup at dir. When the test
+// ends it goes back to the root, before the cgroup is removed (cleanups
+// run newest first, and before the process is killed): a cgroup with a
+// task in it stays behind.
+func moveToCgroup(t *testing.T, dir string, pid int) {
+	t.Helper()
+	t.Cleanup(func() { os.WriteFile("/sys/fs/cgroup/cgroup.procs", []byte(strconv.Itoa(pid)), 0o644) })
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 		t.Fatalf("move %d into %s: %v", pid, dir, err)
 	}

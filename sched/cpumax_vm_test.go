@@ -84,24 +84,16 @@ func TestGuestCPUMaxTableFull(t *testing.T) {
 	if !s.EnforcesCPUMax() {
 		t.Skipf("object %s does not take cpu.max from the kernel (only 7.1+'s does)", s.Object)
 	}
-	root := "/sys/fs/cgroup"
-	parent := filepath.Join(root, "hotlane-quotas")
-	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
-		t.Fatalf("enable the cpu controller: %v", err)
-	}
-	if err := os.Mkdir(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var children []string
-	t.Cleanup(func() {
-		for _, c := range children {
-			os.Remove(c)
-		}
-		os.Remove(parent)
-	})
+	parent := newCgroup(t, "/sys/fs/cgroup", "hotlane-quotas", "cpu")
 	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
 		t.Fatalf("enable the cpu controller below %s: %v", parent, err)
 	}
+	var children []string
+	t.Cleanup(func() { // before the parent's removal
+		for _, c := range children {
+			os.Remove(c)
+		}
+	})
 	before, err := s.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -173,29 +165,8 @@ func waitNoDying(t *testing.T, dir string) {
 // of it holding process pid; it returns the parent's directory.
 func quotaCgroup(t *testing.T, name string, pid int) string {
 	t.Helper()
-	root := "/sys/fs/cgroup"
-	parent := filepath.Join(root, name)
-	inner := filepath.Join(parent, "inner")
-	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
-		t.Fatalf("enable the cpu controller: %v", err)
-	}
-	for _, dir := range []string{parent, inner} {
-		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-			t.Fatal(err)
-		}
-	}
-	// Cleanups run newest first: the process leaves before the cgroups go.
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
-		os.Remove(inner)
-		os.Remove(parent)
-	})
-	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
-		t.Fatalf("enable the cpu controller below %s: %v", parent, err)
-	}
-	if err := os.WriteFile(filepath.Join(inner, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		t.Fatalf("move %d into %s: %v", pid, inner, err)
-	}
+	parent := newCgroup(t, "/sys/fs/cgroup", name, "cpu")
+	moveToCgroup(t, newCgroup(t, parent, "inner", "cpu"), pid)
 	return parent
 }
 
