@@ -73,6 +73,7 @@ const (
 	Sched612VarNrEnqueues                = "nr_enqueues"
 	Sched612VarNrLlcs                    = "nr_llcs"
 	Sched612VarNrQuotas                  = "nr_quotas"
+	Sched612VarQuotaGen                  = "quota_gen"
 	Sched612VarReleaseAt                 = "release_at"
 	Sched612VarStarvationNs              = "starvation_ns"
 )
@@ -188,6 +189,7 @@ type Sched612VariableSpecs struct {
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
 	NrQuotas                  *ebpf.VariableSpec `ebpf:"nr_quotas"`
+	QuotaGen                  *ebpf.VariableSpec `ebpf:"quota_gen"`
 	ReleaseAt                 *ebpf.VariableSpec `ebpf:"release_at"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
 }
@@ -268,6 +270,7 @@ type Sched612Variables struct {
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
 	NrQuotas                  *ebpf.Variable `ebpf:"nr_quotas"`
+	QuotaGen                  *ebpf.Variable `ebpf:"quota_gen"`
 	ReleaseAt                 *ebpf.Variable `ebpf:"release_at"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
 }

@@ -73,6 +73,7 @@ const (
 	Sched613VarNrEnqueues                = "nr_enqueues"
 	Sched613VarNrLlcs                    = "nr_llcs"
 	Sched613VarNrQuotas                  = "nr_quotas"
+	Sched613VarQuotaGen                  = "quota_gen"
 	Sched613VarReleaseAt                 = "release_at"
 	Sched613VarStarvationNs              = "starvation_ns"
 )
@@ -188,6 +189,7 @@ type Sched613VariableSpecs struct {
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
 	NrQuotas                  *ebpf.VariableSpec `ebpf:"nr_quotas"`
+	QuotaGen                  *ebpf.VariableSpec `ebpf:"quota_gen"`
 	ReleaseAt                 *ebpf.VariableSpec `ebpf:"release_at"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
 }
@@ -268,6 +270,7 @@ type Sched613Variables struct {
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
 	NrQuotas                  *ebpf.Variable `ebpf:"nr_quotas"`
+	QuotaGen                  *ebpf.Variable `ebpf:"quota_gen"`
 	ReleaseAt                 *ebpf.Variable `ebpf:"release_at"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
 }

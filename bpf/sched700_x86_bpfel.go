@@ -76,6 +76,7 @@ const (
 	Sched700VarNrEnqueues                = "nr_enqueues"
 	Sched700VarNrLlcs                    = "nr_llcs"
 	Sched700VarNrQuotas                  = "nr_quotas"
+	Sched700VarQuotaGen                  = "quota_gen"
 	Sched700VarReleaseAt                 = "release_at"
 	Sched700VarStarvationNs              = "starvation_ns"
 )
@@ -194,6 +195,7 @@ type Sched700VariableSpecs struct {
 	NrEnqueues                *ebpf.VariableSpec `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.VariableSpec `ebpf:"nr_llcs"`
 	NrQuotas                  *ebpf.VariableSpec `ebpf:"nr_quotas"`
+	QuotaGen                  *ebpf.VariableSpec `ebpf:"quota_gen"`
 	ReleaseAt                 *ebpf.VariableSpec `ebpf:"release_at"`
 	StarvationNs              *ebpf.VariableSpec `ebpf:"starvation_ns"`
 }
@@ -278,6 +280,7 @@ type Sched700Variables struct {
 	NrEnqueues                *ebpf.Variable `ebpf:"nr_enqueues"`
 	NrLlcs                    *ebpf.Variable `ebpf:"nr_llcs"`
 	NrQuotas                  *ebpf.Variable `ebpf:"nr_quotas"`
+	QuotaGen                  *ebpf.Variable `ebpf:"quota_gen"`
 	ReleaseAt                 *ebpf.Variable `ebpf:"release_at"`
 	StarvationNs              *ebpf.Variable `ebpf:"starvation_ns"`
 }

@@ -27,6 +27,11 @@ type taskRecord struct {
 	Frame        uint32
 	Yielded      uint32
 	SleptClock   uint64
+
+	QuotaKey    uint64
+	QuotaGen    uint32
+	QuotaNPools uint32
+	QuotaPools  [4]uint64
 }
 
 // ErrTaskNotClassified means the scheduler has not seen the task yet.

@@ -175,6 +175,8 @@ static __always_inline u32 frame_of(s32 cpu, bool pinned)
  * The task context: the classifier's cache (classify.bpf.h) and the fair
  * class's accounting. Created in init_task, looked up everywhere else.
  */
+#define HL_QUOTA_PATH 4	/* cpu.max pools on a task's cgroup path kept in its context */
+
 struct hl_task {
 	struct hl_task_class cls;
 	u64 vruntime;	/* fair virtual time, in the frame of its queue's clock */
@@ -185,6 +187,11 @@ struct hl_task {
 	u32 frame;	/* the queue whose clock vruntime is measured from */
 	u32 yielded;	/* it called sched_yield(): its next deadline is a slice out */
 	u64 slept_clock;	/* its queue's clock when it last slept */
+	/* The cpu.max pools on its cgroup path (sched_quota.bpf.h): */
+	u64 quota_key;	/* the cgroup_id they were found for; 0: not yet */
+	u32 quota_gen;	/* and quota_gen then */
+	u32 quota_npools;
+	u64 quota_pools[HL_QUOTA_PATH];	/* their cgroup ids, its own cgroup's first */
 };
 
 struct {

@@ -26,6 +26,7 @@
 #define HL_DSQ_THROTTLED 0x3000ULL	/* tasks of cgroups out of quota, FIFO */
 
 u32 nr_quotas;	/* cgroups with a pool: none, no walk */
+u32 quota_gen;	/* changes when a pool is made or dropped: the paths tasks keep are stale */
 u64 hl_quota_failures;	/* quotas that could not be kept (the pool table full): not enforced */
 u64 release_at;	/* when the earliest empty pool refills; 0: nothing throttled */
 
@@ -100,38 +101,116 @@ static __always_inline u64 task_cgroup(struct task_struct *p)
 }
 
 /*
+ * Charges used ns to pool id, if it has one (with used 0 it only looks),
+ * and returns when the pool refills if it is empty, else 0.
+ */
+static __always_inline u64 pool_charge(u64 id, u64 used, u64 now)
+{
+	struct hl_quota *q = id ? bpf_map_lookup_elem(&quotas, &id) : NULL;
+	s64 left;
+
+	if (!q)
+		return 0;
+	pool_refill(q, now);
+	left = used ? __sync_fetch_and_add(&q->left_ns, -(s64)used) - (s64)used : q->left_ns;
+	return left <= 0 ? q->period_end : 0;
+}
+
+/* The kernfs id of cgroup cgrp's ancestor at level l, 0 if none. */
+static __always_inline u64 ancestor_id(u64 cgrp, u64 off, int l)
+{
+	struct kernfs_node *kn;
+	u64 anc = 0;
+
+	bpf_probe_read_kernel(&anc, sizeof(anc), (void *)(cgrp + off + (u64)l * sizeof(anc)));
+	kn = anc ? CORE_READ((struct cgroup *)anc, kn) : NULL;
+	return kn ? CORE_READ(kn, id) : 0;
+}
+
+/*
  * Charges used ns to the pools of cgroup cgrp and its ancestors, and
  * returns when the first empty one refills, or 0 if none is empty. With
  * used 0 it only looks. cgroup->ancestors[] is indexed by level.
  */
 __hl_global u64 quota_walk(u64 cgrp, u64 used, u64 now)
 {
-	struct cgroup *c = (struct cgroup *)cgrp;
-	struct kernfs_node *kn;
-	struct hl_quota *q;
-	u64 off, anc, id, until = 0;
-	s64 left;
+	u64 off, u, until = 0;
 	int level, i, l;
 
 	if (!cgrp)
 		return 0;
-	level = CORE_READ(c, level);
-	off = __builtin_preserve_field_info(c->ancestors, 0 /* BPF_FIELD_BYTE_OFFSET */);
+	level = CORE_READ((struct cgroup *)cgrp, level);
+	off = __builtin_preserve_field_info(((struct cgroup *)cgrp)->ancestors, 0 /* BPF_FIELD_BYTE_OFFSET */);
 	for_each_num(i, 0, HL_QUOTA_DEPTH) {
 		l = level - i;
 		if (l < 1) /* the root has no quota */
 			break;
-		anc = 0;
-		bpf_probe_read_kernel(&anc, sizeof(anc), (void *)(cgrp + off + (u64)l * sizeof(anc)));
-		kn = anc ? CORE_READ((struct cgroup *)anc, kn) : NULL;
-		id = kn ? CORE_READ(kn, id) : 0;
-		q = id ? bpf_map_lookup_elem(&quotas, &id) : NULL;
-		if (!q)
+		if ((u = pool_charge(ancestor_id(cgrp, off, l), used, now)) && !until)
+			until = u;
+	}
+	return until;
+}
+
+/* Finds the pools on cgroup cgrp's path, as quota_walk would charge
+ * them, into t; false if they are more than t holds. */
+__hl_global bool quota_path_find(u64 cgrp, struct hl_task *t)
+{
+	u64 off, id;
+	int level, i, l;
+	u32 n = 0;
+
+	if (!cgrp || !t)
+		return false;
+	level = CORE_READ((struct cgroup *)cgrp, level);
+	off = __builtin_preserve_field_info(((struct cgroup *)cgrp)->ancestors, 0 /* BPF_FIELD_BYTE_OFFSET */);
+	for_each_num(i, 0, HL_QUOTA_DEPTH) {
+		l = level - i;
+		if (l < 1)
+			break;
+		id = ancestor_id(cgrp, off, l);
+		if (!id || !bpf_map_lookup_elem(&quotas, &id))
 			continue;
-		pool_refill(q, now);
-		left = used ? __sync_fetch_and_add(&q->left_ns, -(s64)used) - (s64)used : q->left_ns;
-		if (left <= 0 && !until)
-			until = q->period_end;
+		if (n >= HL_QUOTA_PATH)
+			return false;
+		t->quota_pools[n & (HL_QUOTA_PATH - 1)] = id;
+		n++;
+	}
+	t->quota_npools = n;
+	return true;
+}
+
+/*
+ * Charges used ns to p's pools, as quota_walk, through the pools its
+ * context keeps: a walk up its cgroups costs a probe read and a map
+ * lookup a level (a callback a fifth dearer with one cgroup level, half
+ * with four, docs/results.md 2026-11-29), and each of p's callbacks
+ * would walk. They are found again once p changes cgroup (cgroup_move
+ * sets t->cgroup_id, its cpu cgroup: pools sit on it and above) or a pool
+ * is made or dropped anywhere (quota_gen). A path with more pools than
+ * the context holds, or a task without one, is walked every time.
+ */
+__hl_global u64 quota_account(struct task_struct___arg *task __arg_trusted, struct hl_task *t, u64 used, u64 now)
+{
+	struct task_struct *p = (void *)task;
+	u32 gen = quota_gen, n;
+	u64 until = 0, u;
+	int i;
+
+	if (!t)
+		return quota_walk(task_cgroup(p), used, now);
+	if (t->quota_key != t->cgroup_id || t->quota_gen != gen || !t->quota_key) {
+		t->quota_key = 0;
+		if (!t->cgroup_id || !quota_path_find(task_cgroup(p), t))
+			return quota_walk(task_cgroup(p), used, now);
+		t->quota_gen = gen;
+		t->quota_key = t->cgroup_id;
+	}
+	n = t->quota_npools;
+	for_each_num(i, 0, HL_QUOTA_PATH) {
+		if (i >= n)
+			break;
+		if ((u = pool_charge(t->quota_pools[i & (HL_QUOTA_PATH - 1)], used, now)) && !until)
+			until = u;
 	}
 	return until;
 }
@@ -139,7 +218,7 @@ __hl_global u64 quota_walk(u64 cgrp, u64 used, u64 now)
 /* Until when p's cgroups are out of quota, 0 if they are not. */
 static __always_inline u64 quota_throttled(struct task_struct *p, u64 now)
 {
-	return nr_quotas ? quota_walk(task_cgroup(p), 0, now) : 0;
+	return nr_quotas ? quota_account(HL_TASK(p), task_ctx(p), 0, now) : 0;
 }
 
 /* Charges p's run since this CPU last charged it; as quota_throttled.
@@ -150,7 +229,7 @@ static __always_inline u64 quota_charge(struct task_struct *p, struct hl_cpu_own
 	u64 used = now - o->quota_from;
 
 	o->quota_from = now;
-	return nr_quotas && (s64)used > 0 ? quota_walk(task_cgroup(p), used, now) : 0;
+	return nr_quotas && (s64)used > 0 ? quota_account(HL_TASK(p), task_ctx(p), used, now) : 0;
 }
 
 /* Arms the release timer for at; 0 and times past fire at once. */
@@ -302,8 +381,10 @@ static __always_inline void quota_set(u64 id, u64 period_us, u64 quota_us, u64 b
 	s64 cap;
 
 	if (quota_us == ~0ULL || !period_us) {
-		if (old && bpf_map_delete_elem(&quotas, &id) == 0)
+		if (old && bpf_map_delete_elem(&quotas, &id) == 0) {
 			__sync_fetch_and_sub(&nr_quotas, 1);
+			__sync_fetch_and_add(&quota_gen, 1);
+		}
 	} else if (old) {
 		old->quota_ns = quota_us * 1000;
 		old->period_ns = period_us * 1000;
@@ -317,9 +398,10 @@ static __always_inline void quota_set(u64 id, u64 period_us, u64 quota_us, u64 b
 		q.burst_ns = burst_us * 1000;
 		q.left_ns = (s64)q.quota_ns;
 		q.period_end = now + q.period_ns;
-		if (bpf_map_update_elem(&quotas, &id, &q, 1 /* BPF_NOEXIST */) == 0)
+		if (bpf_map_update_elem(&quotas, &id, &q, 1 /* BPF_NOEXIST */) == 0) {
 			__sync_fetch_and_add(&nr_quotas, 1);
-		else
+			__sync_fetch_and_add(&quota_gen, 1);
+		} else
 			__sync_fetch_and_add(&hl_quota_failures, 1);
 	}
 	if (old && release_at) {
@@ -331,8 +413,10 @@ static __always_inline void quota_set(u64 id, u64 period_us, u64 quota_us, u64 b
 
 static __always_inline void quota_forget(u64 id)
 {
-	if (bpf_map_delete_elem(&quotas, &id) == 0)
+	if (bpf_map_delete_elem(&quotas, &id) == 0) {
 		__sync_fetch_and_sub(&nr_quotas, 1);
+		__sync_fetch_and_add(&quota_gen, 1);
+	}
 }
 
 #else /* kernels before 7.1: cpu.max is not passed on, or not by this object */
