@@ -518,7 +518,8 @@ int hl_running(u64 *ctx)
 		cls = t && t->cls.valid ? t->cls.class_id : task_class(HL_TASK(p), t);
 	}
 	c = class_get(cls);
-	stat_class_inc(dispatched, cls);
+	if (!restarted) /* a restart in place is the same run */
+		stat_class_inc(dispatched, cls);
 	now = hl_now();
 	s->started_at = now;
 	o->quota_from = now;
