@@ -163,14 +163,23 @@ func spinUse(t *testing.T, pid int) cpuUse {
 	return u
 }
 
+// spinnerThreads lists the /proc/PID/task directories of process pid's
+// spinning threads; threads that exit meanwhile, and the Go runtime's,
+// are left out.
+func spinnerThreads(pid int) []string {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	var spin []string
+	for _, task := range tasks {
+		if comm, err := os.ReadFile(filepath.Join(task, "comm")); err == nil && strings.TrimSpace(string(comm)) == spinnerComm {
+			spin = append(spin, task)
+		}
+	}
+	return spin
+}
+
 // spinning is how many threads of process pid spin, and their CPU use.
 func spinning(pid int) (n int, u cpuUse) {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	for _, task := range tasks {
-		comm, err := os.ReadFile(filepath.Join(task, "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != spinnerComm {
-			continue // a thread that exited, or the runtime's
-		}
+	for _, task := range spinnerThreads(pid) {
 		b, err := os.ReadFile(filepath.Join(task, "schedstat"))
 		if err != nil {
 			continue

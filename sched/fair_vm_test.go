@@ -3,11 +3,9 @@ package sched_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,16 +335,13 @@ func TestGuestFairRemoteReniceChargesTheTasksCPU(t *testing.T) {
 // thread.
 func spinnerTID(t *testing.T, pid int) int {
 	t.Helper()
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	for _, task := range tasks {
-		if comm, err := os.ReadFile(filepath.Join(task, "comm")); err == nil && strings.TrimSpace(string(comm)) == spinnerComm {
-			tid, err := strconv.Atoi(filepath.Base(task))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tid
-		}
+	tasks := spinnerThreads(pid)
+	if len(tasks) == 0 {
+		t.Fatalf("process %d has no thread named %s", pid, spinnerComm)
 	}
-	t.Fatalf("process %d has no thread named %s", pid, spinnerComm)
-	return 0
+	tid, err := strconv.Atoi(filepath.Base(tasks[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tid
 }
